@@ -1,0 +1,31 @@
+"""opreg-core: register a pure-PyTorch function once as an operator that works everywhere.
+
+``register_vmap_op`` turns a function into a real PyTorch operator with a fake implementation
+(``torch.compile``, ``torch.export``), a batching rule for ``torch.vmap`` at any nesting depth,
+and autograd that composes with ``torch.func``. The op object is an ``OpOverload`` whose call
+goes straight into the dispatcher.
+"""
+
+from ._batching import VmapInfo, VmapStats, default_wrap_inputs
+from ._naming import default_name
+from ._op import KernelHandle, Registration, SampleInput, VmapOp
+from ._register import register_vmap_op
+from ._registry import get_op, registered_ops, unregister
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KernelHandle",
+    "Registration",
+    "SampleInput",
+    "VmapInfo",
+    "VmapOp",
+    "VmapStats",
+    "__version__",
+    "default_name",
+    "default_wrap_inputs",
+    "get_op",
+    "register_vmap_op",
+    "registered_ops",
+    "unregister",
+]

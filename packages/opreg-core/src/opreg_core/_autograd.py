@@ -1,0 +1,199 @@
+"""Autograd kernels: the user's backward for the op, a derived backward for its batched op.
+
+The kernel on the ``Autograd`` key applies a *single-level* autograd Function. Under
+``torch.func`` transforms the inputs that reach this kernel are already the grad level's
+wrapper tensors, so recording on them is exactly what PyTorch's own ATen autograd kernels do;
+this is why ``torch.func.grad``, ``jacrev``, ``grad(vmap)`` and ``vmap(grad)`` work, where
+``torch.library.register_autograd`` (which goes through ``custom_function_call``) raises.
+
+Without a backward the Function's backward raises, so a gradient through the op is an error,
+never silently zero. The batched op's backward is ``vmap`` of the user's ``setup_context`` +
+``backward`` over the batch, so users write the backward once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._functorch.autograd_function import enable_single_level_autograd_function
+from torch.autograd.function import _SingleLevelFunction
+
+from ._signature import Signature
+
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+
+SetupContext = Callable[[Any, tuple[Any, ...], Any], None]
+Backward = Callable[..., Any]
+
+
+class DerivedContext:
+    """A stand-in for autograd's ``ctx`` when the user's backward runs under ``vmap``."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *args: Any) -> None:
+        """Accepted for compatibility: the batched op's own Function does the marking."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Accepted for compatibility: gradients reaching the derived backward are dense."""
+
+
+def _requires_grad(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.requires_grad
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) and v.requires_grad for v in value)
+    return False
+
+
+def _normalize_grads(qualname: str, grads: Any, count: int) -> tuple[Any, ...]:
+    result = grads if isinstance(grads, tuple) else (grads,)
+    if len(result) != count:
+        raise RuntimeError(
+            f"opreg: {qualname}: backward returned {len(result)} gradients, expected one per "
+            f"input ({count}; use None for inputs that get no gradient)"
+        )
+    return result
+
+
+def non_differentiable_backward(qualname: str) -> Backward:
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise RuntimeError(
+            f"opreg: {qualname} was registered without a backward, so it cannot be "
+            "differentiated. Pass backward=... (and setup_context=...) to register_vmap_op, or "
+            "differentiable=False if its outputs are not differentiable by nature."
+        )
+
+    return backward
+
+
+def make_autograd_kernel(
+    qualname: str,
+    overload: Any,
+    signature: Signature,
+    setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None,
+    backward: Backward,
+) -> Callable[..., Any]:
+    """The ``Autograd`` kernel (``with_keyset=True``) of one operator."""
+    count = len(signature.names)
+    call = overload._op
+
+    def forward(*full: Any) -> Any:
+        args, kwargs = signature.split(full)
+        with torch._C._AutoDispatchBelowAutograd():
+            return call(*args, **kwargs)
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        if setup_context is not None:
+            setup_context(ctx, inputs, output)
+
+    def backward_wrapper(ctx: Any, *grads: Any) -> Any:
+        return _normalize_grads(qualname, backward(ctx, *grads), count)
+
+    function = type(
+        f"{qualname.replace('::', '_')}_Function",
+        (_SingleLevelFunction,),
+        {
+            "forward": staticmethod(forward),
+            "setup_context": staticmethod(setup),
+            "backward": staticmethod(backward_wrapper),
+        },
+    )
+    apply = function.apply
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled() and (
+            any(_requires_grad(a) for a in args) or any(map(_requires_grad, kwargs.values()))
+        ):
+            full = signature.full_args(args, kwargs)
+            with enable_single_level_autograd_function():
+                return apply(*full)
+        return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+
+    return kernel
+
+
+def derive_batched_backward(
+    qualname: str,
+    signature: Signature,
+    out_dims: Sequence[int | None],
+    setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None,
+    backward: Backward,
+) -> tuple[Callable[[Any, tuple[Any, ...], Any], None], Backward]:
+    """``setup_context`` and ``backward`` of the batched op, derived from the user's by vmap.
+
+    The batched op's inputs carry the batch at dim 0 and its outputs at ``out_dims``; the
+    derived backward replays the user's ``setup_context`` and ``backward`` per sample under
+    ``torch.vmap`` (so they see single samples) and returns gradients batched at dim 0.
+    """
+    single_output = len(out_dims) == 1
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        outputs = (output,) if single_output else tuple(output)
+        tensors = [x for x in (*inputs, *outputs) if isinstance(x, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.opreg_layout = (
+            [isinstance(x, torch.Tensor) for x in inputs],
+            [x if not isinstance(x, torch.Tensor) else None for x in inputs],
+            [isinstance(x, torch.Tensor) for x in outputs],
+            [x if not isinstance(x, torch.Tensor) else None for x in outputs],
+        )
+
+    def derived_backward(ctx: Any, *grads: Any) -> Any:
+        in_is_t, in_other, out_is_t, out_other = ctx.opreg_layout
+        saved = iter(ctx.saved_tensors)
+        inputs = tuple(next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True))
+        outputs = tuple(next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True))
+        needs = tuple(ctx.needs_input_grad)
+        grad_dims = tuple(d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True))
+        output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
+        input_dims = tuple(0 if t else None for t in in_is_t)
+        # vmap cannot return None: mark which gradients exist from one probe of the structure.
+        present: list[bool] = []
+
+        def per_sample(ins: tuple[Any, ...], outs: tuple[Any, ...], gs: tuple[Any, ...]) -> Any:
+            sample_ctx = DerivedContext(needs)
+            if setup_context is not None:
+                setup_context(sample_ctx, ins, outs[0] if single_output else outs)
+            result = _normalize_grads(qualname, backward(sample_ctx, *gs), len(ins))
+            present[:] = [isinstance(r, torch.Tensor) for r in result]
+            return tuple(r for r in result if isinstance(r, torch.Tensor))
+
+        batched = torch.vmap(per_sample, in_dims=(input_dims, output_dims, grad_dims))(
+            inputs, outputs, grads
+        )
+        it = iter(batched)
+        return tuple(next(it) if p else None for p in present)
+
+    return setup, derived_backward
+
+
+def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., Any]:
+    """The ``ADInplaceOrView`` kernel of a mutating op: bump the mutated inputs' versions, so
+    autograd detects a saved tensor that the op changed (as ``custom_op`` does)."""
+    positions = [signature.positional.index(n) for n in signature.mutated if n in signature.positional]
+    keywords = [n for n in signature.mutated if n in signature.kwarg_only]
+
+    def bump(value: Any) -> None:
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(t, torch.Tensor):
+                torch.autograd.graph.increment_version(t)
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        for i in positions:
+            if i < len(args):
+                bump(args[i])
+        for name in keywords:
+            if name in kwargs:
+                bump(kwargs[name])
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            return overload.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs)
+
+    return kernel

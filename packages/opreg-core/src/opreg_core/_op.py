@@ -1,0 +1,122 @@
+"""The object ``register_vmap_op`` returns: an ``OpOverload`` that knows how it was registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
+
+import torch
+from torch._ops import OpOverload
+
+from ._batching import VmapStats
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SampleInput:
+    """One sample call of an op, for the checking tools: ``op(*args, **kwargs)``."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+
+SampleInputs = Callable[[torch.device], Iterable[SampleInput]]
+
+
+class Registration(NamedTuple):
+    """One kernel opreg put into the dispatcher."""
+
+    operator: str  #: qualified operator name
+    dispatch_key: str
+    what: str  #: e.g. "fallback", "fake", "vmap rule", "autograd"
+
+
+class KernelHandle:
+    """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
+
+    def __init__(self, op: VmapOp[Any, Any], device_type: str, batched: bool, lib: Any) -> None:
+        self.op = op
+        self.device_type = device_type
+        self.batched = batched
+        self._lib = lib
+
+    def remove(self) -> None:
+        """Unregister the kernel; the fallback (or ``vmap_fn``) serves the device again."""
+        if self._lib is not None:
+            self._lib._destroy()
+            self._lib = None
+            self.op._kernels.pop((self.device_type, self.batched), None)
+
+    @property
+    def active(self) -> bool:
+        return self._lib is not None
+
+
+class VmapOp(OpOverload[P, R]):
+    """A registered opreg operator.
+
+    It *is* an ``OpOverload`` (so ``torch.library.opcheck``, ``torch.compile`` and
+    ``torch.export`` treat it as the operator), and calling it is a direct call into the
+    dispatcher: each op gets its own subclass whose ``__call__`` is the C++ entry point, so no
+    Python frame is added to a call. ``overload`` is the same operator as
+    ``torch.ops.<namespace>.<name>.default``.
+    """
+
+    # Set by opreg_core._register; documented attributes of the public API.
+    qualname: str
+    namespace: str
+    opname: str
+    overload: OpOverload[P, R]
+    batched_overload: OpOverload[P, Any] | None
+    fallback: Callable[P, R]
+    fake_fn: Callable[..., Any]
+    vmap_fn: Callable[..., Any] | None
+    fake_vmap_fn: Callable[..., Any] | None
+    vmap_wrap_inputs: Callable[..., Any] | None
+    vmap_out_dims: tuple[int | None, ...]
+    max_vmap_level: int | None
+    mutates_args: tuple[str, ...]
+    device_types: tuple[str, ...] | None
+    schema: str
+    backward: Callable[..., Any] | None
+    setup_context: Callable[..., Any] | None
+    differentiable: bool
+    sample_inputs: SampleInputs | None
+    module: str  #: ``fn.__module__``: where the op was defined (the registry groups by it)
+    registrations: tuple[Registration, ...]
+    vmap_stats: VmapStats
+    _kernels: dict[tuple[str, bool], KernelHandle]
+    _libs: list[Any]
+
+    @property
+    def has_backward(self) -> bool:
+        return self.backward is not None
+
+    @property
+    def kernel_device_types(self) -> frozenset[str]:
+        """Device types for which :meth:`register_kernel` added a kernel to the op itself."""
+        return frozenset(dev for (dev, batched) in self._kernels if not batched)
+
+    def register_kernel(
+        self, device_type: str, kernel: Callable[..., Any], *, batched: bool = False
+    ) -> KernelHandle:
+        """Serve ``device_type`` with ``kernel`` instead of the fallback.
+
+        With ``batched=True`` the kernel replaces ``vmap_fn`` for that device (same signature as
+        ``vmap_fn``). Registering the same device again replaces the earlier kernel. Raises
+        ``ValueError`` if this torch build does not know ``device_type``.
+        """
+        from ._register import add_kernel
+
+        return add_kernel(self, device_type, kernel, batched)
+
+    def __repr__(self) -> str:
+        return f"<opreg op {self.qualname}{self.schema}>"
+
+    if TYPE_CHECKING:
+
+        def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R: ...

@@ -1,0 +1,450 @@
+"""``register_vmap_op``: validate the options, then put every kernel into the dispatcher."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, overload
+
+import torch
+from torch._ops import OpOverload
+
+from . import _registry
+from ._autograd import (
+    derive_batched_backward,
+    make_autograd_kernel,
+    make_mutation_kernel,
+    non_differentiable_backward,
+)
+from ._batching import BatchingRules, VmapStats
+from ._naming import BATCHED_SUFFIX, default_name, split_name
+from ._op import KernelHandle, Registration, SampleInputs, VmapOp
+from ._signature import Signature, infer_schema, parse_signature
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_IMPL_ACCEPTS_OVERRIDE = "allow_override" in inspect.signature(torch.library.Library.impl).parameters
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Everything passed to ``register_vmap_op`` besides ``fn``."""
+
+    fake_fn: Callable[..., Any] | None
+    vmap_fn: Callable[..., Any] | None
+    fake_vmap_fn: Callable[..., Any] | None
+    vmap_wrap_inputs: Callable[..., Any] | None
+    vmap_out_dims: int | None | Sequence[int | None]
+    max_vmap_level: int | None
+    name: str | None
+    mutates_args: str | Sequence[str]
+    device_types: str | Sequence[str] | None
+    schema: str | None
+    backward: Callable[..., Any] | None
+    setup_context: Callable[..., Any] | None
+    differentiable: bool
+    sample_inputs: SampleInputs | None
+
+
+def dispatch_key_for(device_type: str) -> str:
+    """The backend dispatch key of a device type (``"cuda"`` -> ``"CUDA"``); ValueError if unknown."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"device type must be a string, got {type(device_type).__name__}")
+    try:
+        return str(torch._C._dispatch_key_for_device(device_type.strip().lower()))
+    except RuntimeError as exc:
+        raise ValueError(f"device type {device_type!r} is not known to this torch build") from exc
+
+
+def _check_callable(qualname: str, label: str, value: object, required: bool = False) -> None:
+    if value is None and not required:
+        return
+    if not callable(value):
+        got = "missing" if value is None else f"a {type(value).__name__}"
+        raise TypeError(f"opreg: {qualname}: {label} must be a callable, got {got}")
+
+
+def _names(qualname: str, label: str, value: str | Sequence[str]) -> tuple[str, ...]:
+    items = (value,) if isinstance(value, str) else value
+    if not isinstance(items, (tuple, list)) or not all(isinstance(v, str) for v in items):
+        raise TypeError(f"opreg: {qualname}: {label} must be a string or a sequence of strings")
+    return tuple(items)
+
+
+def _out_dims(qualname: str, value: object, num_returns: int) -> tuple[int | None, ...]:
+    def valid(d: object) -> bool:
+        return d is None or (isinstance(d, int) and not isinstance(d, bool))
+
+    if valid(value):
+        return (value,) * num_returns  # type: ignore[return-value]
+    if not isinstance(value, (tuple, list)) or not all(map(valid, value)):
+        raise TypeError(f"opreg: {qualname}: vmap_out_dims must be an int, None or a tuple of them")
+    if len(value) != num_returns:
+        raise ValueError(
+            f"opreg: {qualname}: vmap_out_dims has {len(value)} entries but the op returns "
+            f"{num_returns} outputs"
+        )
+    return tuple(value)
+
+
+def _validate(fn: Callable[..., Any], qualname: str, o: _Options) -> None:
+    """Check the options that don't need the schema; errors name the op."""
+    _check_callable(qualname, "fake_fn", o.fake_fn, required=True)
+    for label in ("vmap_fn", "fake_vmap_fn", "vmap_wrap_inputs", "backward", "setup_context"):
+        _check_callable(qualname, label, getattr(o, label))
+    _check_callable(qualname, "sample_inputs", o.sample_inputs)
+    if o.vmap_fn is not None and o.fake_vmap_fn is None:
+        raise TypeError(f"opreg: {qualname}: vmap_fn needs fake_vmap_fn (the batched op's fake)")
+    if o.vmap_fn is None:
+        for label in ("fake_vmap_fn", "vmap_wrap_inputs"):
+            if getattr(o, label) is not None:
+                raise ValueError(f"opreg: {qualname}: {label} is given but vmap_fn is not")
+    level = o.max_vmap_level
+    if level is not None and (not isinstance(level, int) or isinstance(level, bool)):
+        raise TypeError(f"opreg: {qualname}: max_vmap_level must be a positive int or None")
+    if level is not None and level < 1:
+        raise ValueError(f"opreg: {qualname}: max_vmap_level must be at least 1, got {level}")
+    if not isinstance(o.differentiable, bool):
+        raise TypeError(f"opreg: {qualname}: differentiable must be a bool")
+    if o.setup_context is not None and o.backward is None:
+        raise ValueError(f"opreg: {qualname}: setup_context is given but backward is not")
+    if o.backward is not None and not o.differentiable:
+        raise ValueError(
+            f"opreg: {qualname}: backward is given but differentiable=False declares that no "
+            "gradient flows through the op"
+        )
+
+
+def _check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[str, ...]) -> None:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    for arg in mutated:
+        if arg not in params:
+            raise ValueError(
+                f"opreg: {qualname}: mutates_args names {arg!r}, which is not a parameter of "
+                f"{getattr(fn, '__qualname__', fn)!r} (parameters: {', '.join(params)})"
+            )
+
+
+def _check_free(qualname: str) -> None:
+    """Refuse a name that an operator not registered by opreg already has."""
+    namespace, opname = qualname.split("::")
+    for name in (opname, opname + BATCHED_SUFFIX):
+        try:
+            torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
+        except RuntimeError:
+            continue
+        raise ValueError(
+            f"opreg: {qualname}: an operator named {namespace}::{name} already exists and was not "
+            "registered by opreg; choose another name=..."
+        )
+
+
+class _Registrar:
+    """Puts one op's kernels into a ``torch.library.Library`` and records what it registered."""
+
+    def __init__(self, namespace: str) -> None:
+        self.lib = torch.library.Library(namespace, "FRAGMENT")
+        self.namespace = namespace
+        self.done: list[Registration] = []
+
+    def define(self, opname: str, schema: str) -> OpOverload[..., Any]:
+        self.lib.define(f"{opname}{schema}")
+        self.done.append(Registration(f"{self.namespace}::{opname}", "", "definition"))
+        packet = getattr(getattr(torch.ops, self.namespace), opname)
+        return packet.default  # type: ignore[no-any-return]
+
+    def impl(self, opname: str, kernel: Any, key: str, what: str, with_keyset: bool = False) -> None:
+        self.lib.impl(opname, kernel, key, with_keyset=with_keyset)
+        self.done.append(Registration(f"{self.namespace}::{opname}", key, what))
+
+    def fake(self, opname: str, fake: Callable[..., Any], what: str) -> None:
+        torch.library.register_fake(f"{self.namespace}::{opname}", fake, lib=self.lib)
+        self.done.append(Registration(f"{self.namespace}::{opname}", "Meta", what))
+
+
+def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
+    if not callable(fn):
+        raise TypeError(f"opreg: register_vmap_op expects a function, got {type(fn).__name__}")
+    qualname = default_name(fn) if o.name is None else o.name
+    namespace, opname = split_name(qualname)
+    _validate(fn, qualname, o)
+    mutated = _names(qualname, "mutates_args", o.mutates_args)
+    _check_mutates_args(fn, qualname, mutated)
+    device_types = None if o.device_types is None else _names(qualname, "device_types", o.device_types)
+    try:
+        keys = ["CompositeExplicitAutograd"] if device_types is None else [
+            dispatch_key_for(d) for d in device_types
+        ]
+    except ValueError as exc:
+        raise ValueError(f"opreg: {qualname}: device_types: {exc}") from exc
+    schema = infer_schema(qualname, fn, o.schema, mutated)
+    signature = parse_signature(qualname, schema)
+    if o.schema is not None and set(mutated) != set(signature.mutated):
+        raise ValueError(
+            f"opreg: {qualname}: mutates_args {list(mutated)} disagrees with the schema, which "
+            f"marks {list(signature.mutated)} as mutated"
+        )
+    out_dims = _out_dims(qualname, o.vmap_out_dims, signature.num_returns)
+    if signature.mutated and o.backward is not None:
+        raise ValueError(
+            f"opreg: {qualname}: backward is not supported for ops that mutate their arguments"
+        )
+
+    with _registry.registry_lock():
+        previous = _registry.lookup(qualname)
+        if previous is not None:
+            _registry.destroy(previous)
+        else:
+            _check_free(qualname)
+        reg = _Registrar(namespace)
+        try:
+            op = _build(fn, o, reg, qualname, opname, keys, signature, out_dims, mutated, device_types)
+        except BaseException:
+            reg.lib._destroy()
+            raise
+        if previous is not None:
+            # Old handles of the op keep working and call the new definition.
+            type(previous).__call__ = op.overload._op  # type: ignore[method-assign]
+        _registry.add(op)
+    return op
+
+
+def _build(
+    fn: Callable[P, R],
+    o: _Options,
+    reg: _Registrar,
+    qualname: str,
+    opname: str,
+    keys: list[str],
+    signature: Signature,
+    out_dims: tuple[int | None, ...],
+    mutated: tuple[str, ...],
+    device_types: tuple[str, ...] | None,
+) -> VmapOp[P, R]:
+    assert o.fake_fn is not None  # checked by _validate
+    main = reg.define(opname, signature.schema)
+    for key in keys:
+        reg.impl(opname, fn, key, "fallback")
+    reg.fake(opname, o.fake_fn, "fake")
+
+    batched: OpOverload[..., Any] | None = None
+    rules: BatchingRules | None = None
+    batched_name = opname + BATCHED_SUFFIX
+    if o.vmap_fn is not None:
+        assert o.fake_vmap_fn is not None  # checked by _validate
+        batched = reg.define(batched_name, signature.schema)
+        for key in keys:
+            reg.impl(batched_name, o.vmap_fn, key, "vmap_fn")
+        reg.fake(batched_name, o.fake_vmap_fn, "fake_vmap_fn")
+        rules = BatchingRules(
+            qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level
+        )
+        reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
+        reg.impl(batched_name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
+
+    if signature.mutated:
+        for name, target in ((opname, main), (batched_name, batched)):
+            if target is not None:
+                reg.impl(name, make_mutation_kernel(target, signature), "ADInplaceOrView",
+                         "version counter bump", with_keyset=True)
+
+    if not o.differentiable:
+        for name, target in ((opname, main), (batched_name, batched)):
+            if target is not None:
+                reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
+    else:
+        backward = o.backward if o.backward is not None else non_differentiable_backward(qualname)
+        reg.impl(opname, make_autograd_kernel(qualname, main, signature, o.setup_context, backward),
+                 "Autograd", "autograd", with_keyset=True)
+        if batched is not None:
+            setup_b, backward_b = derive_batched_backward(
+                qualname, signature, out_dims, o.setup_context, backward
+            )
+            reg.impl(batched_name, make_autograd_kernel(qualname, batched, signature, setup_b, backward_b),
+                     "Autograd", "derived autograd", with_keyset=True)
+
+    cls = type(f"VmapOp_{qualname.replace('::', '__')}", (VmapOp,), {"__call__": main._op})
+    op: VmapOp[P, R] = object.__new__(cls)
+    op.__dict__.update(main.__dict__)
+    op.__dict__.update(
+        qualname=qualname,
+        namespace=reg.namespace,
+        opname=opname,
+        overload=main,
+        batched_overload=batched,
+        fallback=fn,
+        fake_fn=o.fake_fn,
+        vmap_fn=o.vmap_fn,
+        fake_vmap_fn=o.fake_vmap_fn,
+        vmap_wrap_inputs=o.vmap_wrap_inputs,
+        vmap_out_dims=out_dims,
+        max_vmap_level=o.max_vmap_level,
+        mutates_args=mutated,
+        device_types=device_types,
+        schema=signature.schema,
+        backward=o.backward,
+        setup_context=o.setup_context,
+        differentiable=o.differentiable,
+        sample_inputs=o.sample_inputs,
+        module=getattr(fn, "__module__", None) or "",
+        registrations=tuple(reg.done),
+        vmap_stats=rules.stats if rules is not None else VmapStats(),
+        _kernels={},
+        _libs=[reg.lib],
+        __doc__=getattr(fn, "__doc__", None),
+        __wrapped__=fn,
+    )
+    return op
+
+
+def add_kernel(
+    op: VmapOp[Any, Any], device_type: str, kernel: Callable[..., Any], batched: bool
+) -> KernelHandle:
+    """Implementation of :meth:`VmapOp.register_kernel`."""
+    _check_callable(op.qualname, "kernel", kernel, required=True)
+    try:
+        key = dispatch_key_for(device_type)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"opreg: {op.qualname}: register_kernel: {exc}") from exc
+    if batched and op.batched_overload is None:
+        raise ValueError(
+            f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered with vmap_fn"
+        )
+    device = device_type.strip().lower()
+    with _registry.registry_lock():
+        old = op._kernels.get((device, batched))
+        if old is not None:
+            old.remove()
+        lib = torch.library.Library(op.namespace, "FRAGMENT")
+        name = op.opname + (BATCHED_SUFFIX if batched else "")
+        extra = {"allow_override": True} if _IMPL_ACCEPTS_OVERRIDE else {}
+        lib.impl(name, kernel, key, **extra)
+        handle = KernelHandle(op, device, batched, lib)
+        op._kernels[(device, batched)] = handle
+    return handle
+
+
+@overload
+def register_vmap_op(
+    fn: Callable[P, R],
+    /,
+    *,
+    fake_fn: Callable[..., Any] | None = None,
+    vmap_fn: Callable[..., Any] | None = None,
+    fake_vmap_fn: Callable[..., Any] | None = None,
+    vmap_wrap_inputs: Callable[..., Any] | None = None,
+    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    max_vmap_level: int | None = None,
+    name: str | None = None,
+    mutates_args: str | Sequence[str] = (),
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    backward: Callable[..., Any] | None = None,
+    setup_context: Callable[..., Any] | None = None,
+    differentiable: bool = True,
+    sample_inputs: SampleInputs | None = None,
+) -> VmapOp[P, R]: ...
+
+
+@overload
+def register_vmap_op(
+    fn: None = None,
+    /,
+    *,
+    fake_fn: Callable[..., Any] | None = None,
+    vmap_fn: Callable[..., Any] | None = None,
+    fake_vmap_fn: Callable[..., Any] | None = None,
+    vmap_wrap_inputs: Callable[..., Any] | None = None,
+    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    max_vmap_level: int | None = None,
+    name: str | None = None,
+    mutates_args: str | Sequence[str] = (),
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    backward: Callable[..., Any] | None = None,
+    setup_context: Callable[..., Any] | None = None,
+    differentiable: bool = True,
+    sample_inputs: SampleInputs | None = None,
+) -> Callable[[Callable[P, R]], VmapOp[P, R]]: ...
+
+
+def register_vmap_op(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    fake_fn: Callable[..., Any] | None = None,
+    vmap_fn: Callable[..., Any] | None = None,
+    fake_vmap_fn: Callable[..., Any] | None = None,
+    vmap_wrap_inputs: Callable[..., Any] | None = None,
+    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    max_vmap_level: int | None = None,
+    name: str | None = None,
+    mutates_args: str | Sequence[str] = (),
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    backward: Callable[..., Any] | None = None,
+    setup_context: Callable[..., Any] | None = None,
+    differentiable: bool = True,
+    sample_inputs: SampleInputs | None = None,
+) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
+    """Register ``fn`` as a PyTorch operator that works in eager, compile, vmap and autograd.
+
+    Args:
+        fn: the pure-PyTorch implementation (the fallback, used on every device). Only ``fn``
+            needs type annotations: the schema is built from them (or given as ``schema``).
+        fake_fn: required; computes output metadata (shapes, dtypes) for ``torch.compile``.
+        vmap_fn: the batched implementation, written for ONE leading batch dim: every tensor
+            argument has its batch dim at 0 (unbatched ones are expanded to the batch without a
+            copy); non-tensor arguments pass through. Nested vmap at any depth calls it once.
+        fake_vmap_fn: required with ``vmap_fn``; the batched op's fake.
+        vmap_wrap_inputs: ``(info, in_dims, *args) -> args`` replaces the default input handling
+            at the innermost level (``in_dims`` has one entry per positional argument: an int
+            or None, or a list of them for a list of tensors).
+        vmap_out_dims: where ``vmap_fn``'s outputs carry the batch dim (int, None, or a tuple
+            per output).
+        max_vmap_level: the deepest vmap nesting handled by ``vmap_fn``; deeper levels run a
+            per-sample loop. ``None`` (default): unlimited.
+        name: ``"namespace::opname"``; default ``<fn.__module__>::<fn.__name__>`` with
+            non-identifier characters replaced by ``_`` (see ``opreg_core._naming``).
+        mutates_args, device_types, schema: as in ``torch.library.custom_op``.
+        backward, setup_context: autograd, as in ``torch.library.register_autograd``, except that
+            ``setup_context`` receives all inputs in declaration order (kwarg-only ones last).
+            Works under ``.backward()``, ``torch.func.grad``/``jacrev``/``vjp`` and with vmap;
+            the batched op's backward is derived from this one.
+        differentiable: ``False`` declares the outputs non-differentiable by nature (random
+            numbers, indices): no gradient flows, and calls take the cheapest dispatch path.
+        sample_inputs: ``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks.
+
+    Registering a name that opreg registered before (re-running a notebook cell, a reload)
+    replaces the earlier op: its kernels are removed, the new ones registered, and old handles
+    of the op call the new definition. A name held by an operator opreg did not register is
+    refused with ``ValueError``.
+    """
+    options = _Options(
+        fake_fn=fake_fn,
+        vmap_fn=vmap_fn,
+        fake_vmap_fn=fake_vmap_fn,
+        vmap_wrap_inputs=vmap_wrap_inputs,
+        vmap_out_dims=vmap_out_dims,
+        max_vmap_level=max_vmap_level,
+        name=name,
+        mutates_args=mutates_args,
+        device_types=device_types,
+        schema=schema,
+        backward=backward,
+        setup_context=setup_context,
+        differentiable=differentiable,
+        sample_inputs=sample_inputs,
+    )
+    if fn is None:
+
+        def decorator(f: Callable[P, R]) -> VmapOp[P, R]:
+            return _register(f, options)
+
+        return decorator
+    return _register(fn, options)

@@ -1,0 +1,58 @@
+"""The process-wide registry of opreg ops, for re-registration and for the checking tools."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ._op import VmapOp
+
+_lock = threading.RLock()
+_ops: dict[str, VmapOp[Any, Any]] = {}
+
+
+def registry_lock() -> threading.RLock:
+    """Held while an op is (re-)registered, so concurrent registrations stay consistent."""
+    return _lock
+
+
+def lookup(qualname: str) -> VmapOp[Any, Any] | None:
+    return _ops.get(qualname)
+
+
+def add(op: VmapOp[Any, Any]) -> None:
+    _ops[op.qualname] = op
+
+
+def registered_ops(module: str | None = None) -> tuple[VmapOp[Any, Any], ...]:
+    """All live opreg ops, in registration order; with ``module``, only those whose function
+    was defined in that module or one of its submodules."""
+    with _lock:
+        ops = tuple(_ops.values())
+    if module is None:
+        return ops
+    return tuple(op for op in ops if op.module == module or op.module.startswith(module + "."))
+
+
+def get_op(qualname: str) -> VmapOp[Any, Any]:
+    """The opreg op registered as ``qualname`` (``"namespace::name"``)."""
+    op = _ops.get(qualname)
+    if op is None:
+        raise KeyError(f"opreg: no op named {qualname!r} is registered")
+    return op
+
+
+def unregister(qualname: str) -> None:
+    """Remove an op and every kernel opreg registered for it (tests use this for cleanup)."""
+    with _lock:
+        op = _ops.pop(qualname, None)
+        if op is not None:
+            destroy(op)
+
+
+def destroy(op: VmapOp[Any, Any]) -> None:
+    for handle in list(op._kernels.values()):
+        handle.remove()
+    for lib in op._libs:
+        lib._destroy()
+    op._libs.clear()
