@@ -107,15 +107,26 @@ def make_autograd_kernel(
         },
     )
     apply = function.apply
+    redispatch = overload._handle.redispatch_boxed
+    grad_enabled = torch.is_grad_enabled
+    tensor = torch.Tensor
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if torch.is_grad_enabled() and (
-            any(_requires_grad(a) for a in args) or any(map(_requires_grad, kwargs.values()))
-        ):
-            full = signature.full_args(args, kwargs)
-            with enable_single_level_autograd_function():
-                return apply(*full)
-        return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+        if grad_enabled():
+            needs_grad = False
+            for a in args:
+                if isinstance(a, tensor):
+                    if a.requires_grad:
+                        needs_grad = True
+                        break
+                elif isinstance(a, (list, tuple)) and _requires_grad(a):
+                    needs_grad = True
+                    break
+            if needs_grad or (kwargs and any(map(_requires_grad, kwargs.values()))):
+                full = signature.full_args(args, kwargs)
+                with enable_single_level_autograd_function():
+                    return apply(*full)
+        return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
 
     return kernel
 

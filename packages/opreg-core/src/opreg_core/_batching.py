@@ -31,10 +31,11 @@ from torch._C._functorch import (
     RandomnessType,
     _add_batch_dim,
     _unwrap_batched,
+    maybe_current_level,
     peek_interpreter_stack,
+    tls_set_vmap_excluded,
 )
 
-_EXCLUDE_BATCHED = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchBatched)
 _RANDOMNESS = {
     RandomnessType.Error: "error",
     RandomnessType.Same: "same",
@@ -131,9 +132,57 @@ def _select(value: Any, dim: InDim, index: int) -> Any:
     return value
 
 
-def _current_level() -> tuple[int, int, Any]:
-    interpreter = peek_interpreter_stack()
-    return interpreter.level(), CVmapInterpreterPtr(interpreter).batchSize(), interpreter
+def _lowered(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` one vmap level down: with ``FuncTorchBatched`` excluded, functorch's
+    dynamic-layer keys pop the current level (cheaper than a guard object)."""
+    tls_set_vmap_excluded(True)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        tls_set_vmap_excluded(False)
+
+
+def _needs_grad(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    if not torch.is_grad_enabled():
+        return False
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)) and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in a
+        ):
+            return True
+    return False
+
+
+def _unwrap_all(
+    args: tuple[Any, ...], kwargs: dict[str, Any], level: int
+) -> tuple[list[Any], list[InDim], dict[str, tuple[Any, InDim]], int]:
+    """Unwrap every argument at ``level``; the batch size is 0 when nothing is batched there."""
+    values: list[Any] = []
+    dims: list[InDim] = []
+    batch = 0
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            v, d = _unwrap_batched(a, level)
+            if d is not None and not batch:
+                batch = v.shape[d]
+        else:
+            v, d = _unwrap(a, level)
+            if not batch and isinstance(d, list):
+                batch = next((t.shape[e] for t, e in zip(v, d, strict=True) if e is not None), 0)
+        values.append(v)
+        dims.append(d)
+    kw: dict[str, tuple[Any, InDim]] = {}
+    for key, a in kwargs.items():
+        v, d = kw[key] = _unwrap(a, level)
+        if not batch and d is not None:
+            if isinstance(d, list):
+                batch = next((t.shape[e] for t, e in zip(v, d, strict=True) if e is not None), 0)
+            else:
+                batch = v.shape[d]
+    return values, dims, kw, batch
 
 
 class BatchingRules:
@@ -147,6 +196,7 @@ class BatchingRules:
         out_dims: OutDims,
         wrap_inputs: Callable[..., Any] | None,
         max_level: int | None,
+        has_autograd_kernel: bool,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -155,6 +205,8 @@ class BatchingRules:
         self.wrap_inputs = wrap_inputs
         self.max_level = max_level
         self.stats = VmapStats()
+        self.single_tensor = len(out_dims) == 1
+        self.has_autograd_kernel = has_autograd_kernel
         self._depth = threading.local()
 
     # -- outputs ------------------------------------------------------------------------------
@@ -202,26 +254,29 @@ class BatchingRules:
         self._depth.value = depth
         return previous
 
+    def _call_batched(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """Call the batched op one level down; when no input needs a gradient, below autograd
+        (what its autograd kernel would do anyway, minus a Python round trip)."""
+        if self.has_autograd_kernel and not _needs_grad(args, kwargs):
+            with torch._C._AutoDispatchBelowAutograd():
+                return _lowered(self.batched_op, args, kwargs)
+        return _lowered(self.batched_op, args, kwargs)
+
     # -- kernels ------------------------------------------------------------------------------
     def op_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the op on ``FuncTorchBatched``: the innermost vmap level."""
-        level, batch, interpreter = _current_level()
-        unwrapped = [_unwrap(a, level) for a in args]
-        in_dims = [d for _, d in unwrapped]
-        kw_unwrapped = {k: _unwrap(v, level) for k, v in kwargs.items()}
-        if not any(map(_is_batched, in_dims)) and not any(
-            _is_batched(d) for _, d in kw_unwrapped.values()
-        ):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                return self.op(*args, **kwargs)
-        values = [v for v, _ in unwrapped]
-        new_kwargs = {k: _front_value(v, d, batch) for k, (v, d) in kw_unwrapped.items()}
+        level = maybe_current_level()
+        values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
+        if not batch:
+            return _lowered(self.op, args, kwargs)
+        new_kwargs = {k: _front_value(v, d, batch) for k, (v, d) in kw.items()}
         if self.wrap_inputs is None:
             new_args: Sequence[Any] = [
                 _front_value(v, d, batch) for v, d in zip(values, in_dims, strict=True)
             ]
         else:
-            info = VmapInfo(batch, _RANDOMNESS[CVmapInterpreterPtr(interpreter).randomness()])
+            interpreter = CVmapInterpreterPtr(peek_interpreter_stack())
+            info = VmapInfo(batch, _RANDOMNESS[interpreter.randomness()])
             new_args = self.wrap_inputs(info, tuple(in_dims), *values)
             if not isinstance(new_args, (tuple, list)):
                 raise TypeError(
@@ -230,46 +285,44 @@ class BatchingRules:
                 )
         self.stats.fast += 1
         if self.max_level is None:
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                out = self.batched_op(*new_args, **new_kwargs)
+            out = self._call_batched(new_args, new_kwargs)
         else:
             previous = self._enter(1)
             try:
-                with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                    out = self.batched_op(*new_args, **new_kwargs)
+                out = self._call_batched(new_args, new_kwargs)
             finally:
                 self._depth.value = previous
+        if self.single_tensor and isinstance(out, torch.Tensor):
+            d = self.out_dims[0]
+            if d is not None and -out.dim() <= d < out.dim() and out.shape[d] == batch:
+                return _add_batch_dim(out, d % out.dim(), level)
         outs = self._check_outputs(out, batch)
         return self._rewrap(outs, lambda t, d: _add_batch_dim(t, d, level))
 
     def batched_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the batched op on ``FuncTorchBatched``: every vmap level past the first."""
-        level, batch, _ = _current_level()
-        unwrapped = [_unwrap(a, level) for a in args]
-        kw_unwrapped = {k: _unwrap(v, level) for k, v in kwargs.items()}
-        dims = [d for _, d in unwrapped] + [d for _, d in kw_unwrapped.values()]
-        if not any(map(_is_batched, dims)):
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                return self.batched_op(*args, **kwargs)
+        level = maybe_current_level()
+        values, dims, kw, batch = _unwrap_all(args, kwargs, level)
+        if not batch:
+            return _lowered(self.batched_op, args, kwargs)
         depth = getattr(self._depth, "value", 0) + 1
         if self.max_level is not None and depth > self.max_level:
-            return self._loop(unwrapped, kw_unwrapped, level, batch)
+            return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
         inner: int | None = None
         new_args = []
-        for value, dim in unwrapped:
+        for value, dim in zip(values, dims, strict=True):
             flat, size = _flatten_level(value, dim, batch)
             inner = size if size is not None else inner
             new_args.append(flat)
         new_kwargs = {}
-        for key, (value, dim) in kw_unwrapped.items():
+        for key, (value, dim) in kw.items():
             new_kwargs[key], size = _flatten_level(value, dim, batch)
             inner = size if size is not None else inner
         assert inner is not None  # some argument is batched at this level
         self.stats.nested += 1
         previous = self._enter(depth)
         try:
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                out = self.batched_op(*new_args, **new_kwargs)
+            out = self._call_batched(new_args, new_kwargs)
         finally:
             self._depth.value = previous
         outs = self._check_outputs(out, batch * inner)
@@ -288,8 +341,7 @@ class BatchingRules:
         for i in range(batch):
             args_i = [_select(v, d, i) for v, d in unwrapped]
             kwargs_i = {k: _select(v, d, i) for k, (v, d) in kw_unwrapped.items()}
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE_BATCHED):
-                out = self.batched_op(*args_i, **kwargs_i)
+            out = _lowered(self.batched_op, args_i, kwargs_i)
             results.append((out,) if len(self.out_dims) == 1 else tuple(out))
         stacked = []
         for outputs in zip(*results, strict=True):

@@ -242,7 +242,8 @@ def _build(
             reg.impl(batched_name, o.vmap_fn, key, "vmap_fn")
         reg.fake(batched_name, o.fake_vmap_fn, "fake_vmap_fn")
         rules = BatchingRules(
-            qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level
+            qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level,
+            o.differentiable,
         )
         reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
         reg.impl(batched_name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
