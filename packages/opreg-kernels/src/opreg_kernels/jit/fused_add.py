@@ -1,0 +1,55 @@
+# mypy: disallow-untyped-defs=False, disallow-incomplete-defs=False
+# mypy: disallow-untyped-decorators=False
+# (Triton ships no type information, and @triton.jit bodies take untyped tensor arguments.)
+"""Triton element-wise add: the launcher of ``opreg::fused_add`` and of its batched op."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..ops.checks import check_same_layout
+
+__all__ = ["DEFAULT_BLOCK", "DEFAULT_NUM_WARPS", "launch", "launch_add"]
+
+DEFAULT_BLOCK = 4096
+DEFAULT_NUM_WARPS = 8
+_INT32_LIMIT = 2**31
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, numel, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    start = pid.to(tl.int64) * BLOCK if WIDE else pid * BLOCK
+    offsets = start + tl.arange(0, BLOCK)
+    mask = offsets < numel
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def launch_add(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    block: int = DEFAULT_BLOCK,
+    num_warps: int = DEFAULT_NUM_WARPS,
+) -> torch.Tensor:
+    """``x + y`` as a new contiguous tensor (inputs of one shape and dtype; no checks)."""
+    x = x.contiguous()
+    y = y.contiguous()
+    out = torch.empty_like(x)
+    numel = x.numel()
+    if numel:
+        grid = (triton.cdiv(numel, block),)
+        # int64 offsets once the last block's (masked) offsets could pass int32.
+        wide = numel + block >= _INT32_LIMIT
+        _add_kernel[grid](x, y, out, numel, WIDE=wide, BLOCK=block, num_warps=num_warps)
+    return out
+
+
+def launch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Triton launcher of ``opreg::fused_add`` (and of its batched op: same computation)."""
+    check_same_layout("opreg: opreg::fused_add", x, y)
+    return launch_add(x, y)

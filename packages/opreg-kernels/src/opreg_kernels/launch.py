@@ -1,0 +1,149 @@
+"""The dispatcher kernel that runs a Triton launcher for one op on one device type.
+
+Per call it (1) decides once, lazily, whether Triton can run at all (if not, the
+op's PyTorch fallback serves the call), (2) runs the launcher with the tensors'
+device made current (PyTorch does not guard Python kernels, and an unguarded
+Triton launch on a second GPU fails or poisons Triton's per-device state), and
+(3) turns compile/launch failures into a :class:`TritonKernelError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType, TracebackType
+from typing import Any, Protocol, cast
+
+import torch
+
+from .backend import has_triton
+from .errors import TritonKernelError
+
+__all__ = ["Launcher", "make_triton_kernel", "resolve_launcher"]
+
+#: A Triton launcher: a callable, or ``"package.module:function"`` imported on first launch
+#: (so that modules defining ``@triton.jit`` kernels are only imported when one runs).
+Launcher = Callable[..., Any] | str
+
+_UNGUARDED_DEVICE_TYPES = frozenset({"cpu", "meta"})
+
+
+class _DeviceModule(Protocol):
+    def current_device(self) -> int: ...
+
+    def set_device(self, device: int) -> None: ...
+
+
+def resolve_launcher(launcher: Launcher) -> Callable[..., Any]:
+    """Return the callable a launcher spec names, importing its module if needed."""
+    if not isinstance(launcher, str):
+        return launcher
+    module_name, _, attr = launcher.partition(":")
+    module: ModuleType = importlib.import_module(module_name)
+    return cast(Callable[..., Any], getattr(module, attr))
+
+
+def _device_module(device_type: str) -> _DeviceModule | None:
+    """``torch.cuda``-like module of the device type, if it can switch devices."""
+    if device_type in _UNGUARDED_DEVICE_TYPES:
+        return None
+    try:
+        module = torch.get_device_module(device_type)
+    except (RuntimeError, AttributeError, ValueError):
+        return None
+    if callable(getattr(module, "current_device", None)) and callable(
+        getattr(module, "set_device", None)
+    ):
+        return cast(_DeviceModule, module)
+    return None
+
+
+def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """Index of the first tensor argument's device (``-1``: none, or not an indexed device)."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.get_device()
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    return item.get_device()
+    return -1
+
+
+def _raised_in_triton(traceback: TracebackType | None) -> bool:
+    while traceback is not None:
+        if str(traceback.tb_frame.f_globals.get("__name__", "")).startswith("triton"):
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
+def _is_caller_error(exc: Exception) -> bool:
+    """Errors that say nothing about the kernel: input checks, out of memory, nested failures."""
+    if isinstance(exc, (TritonKernelError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(exc, (TypeError, ValueError)) and not _raised_in_triton(exc.__traceback__)
+
+
+def make_triton_kernel(
+    op_name: str, device_type: str, launcher: Launcher, fallback: Callable[..., Any]
+) -> Callable[..., Any]:
+    """A dispatcher kernel for ``device_type`` that runs ``launcher`` (see module docstring).
+
+    ``fallback`` serves every call when Triton is unavailable or disabled; launcher
+    errors other than input checks (TypeError/ValueError raised outside Triton) and
+    out-of-memory become :class:`TritonKernelError` naming ``op_name`` and the device.
+    """
+    run: Callable[..., Any] | None = None
+    guard: _DeviceModule | None = None
+
+    def resolve() -> Callable[..., Any]:
+        nonlocal run, guard
+        if not has_triton():
+            run = fallback
+            return run
+        try:
+            resolved = resolve_launcher(launcher)
+        except Exception as exc:
+            raise TritonKernelError(op_name, device_type, exc) from exc
+        guard = _device_module(device_type)
+        run = resolved
+        return run
+
+    def failure(exc: Exception, index: int) -> TritonKernelError:
+        return TritonKernelError(
+            op_name, f"{device_type}:{index}" if index >= 0 else device_type, exc
+        )
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        launch = run if run is not None else resolve()
+        if launch is fallback:
+            return fallback(*args, **kwargs)
+        index = -1
+        try:
+            if guard is None:
+                return launch(*args, **kwargs)
+            first = args[0] if args else None
+            index = (
+                first.get_device()
+                if isinstance(first, torch.Tensor)
+                else _device_index(args, kwargs)
+            )
+            if index < 0:
+                return launch(*args, **kwargs)
+            current = guard.current_device()
+            if index == current:
+                return launch(*args, **kwargs)
+            guard.set_device(index)
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                guard.set_device(current)
+        except Exception as exc:
+            if _is_caller_error(exc):
+                raise
+            raise failure(exc, index) from exc
+
+    kernel.__name__ = f"triton_kernel_{device_type}"
+    kernel.__qualname__ = kernel.__name__
+    return kernel
