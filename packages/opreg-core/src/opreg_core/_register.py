@@ -130,6 +130,29 @@ def _check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[st
             )
 
 
+def checked_arity(
+    kernel: Callable[..., Any], qualname: str, label: str, num_returns: int
+) -> Callable[..., Any]:
+    """Guard a kernel of a multi-output op against returning the wrong number of outputs.
+
+    PyTorch accepts a Python kernel's tuple of the wrong length and corrupts the dispatcher's
+    stack (a crash later); single-output ops get a clean error from PyTorch and stay unwrapped.
+    """
+    if num_returns <= 1:
+        return kernel
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        out = kernel(*args, **kwargs)
+        if not isinstance(out, (tuple, list)) or len(out) != num_returns:
+            got = f"{len(out)} outputs" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise RuntimeError(
+                f"opreg: {qualname}: {label} returned {got}, the op declares {num_returns} outputs"
+            )
+        return out
+
+    return guarded
+
+
 def _check_free(qualname: str) -> None:
     """Refuse a name that an operator not registered by opreg already has."""
     namespace, opname = qualname.split("::")
@@ -227,10 +250,11 @@ def _build(
     device_types: tuple[str, ...] | None,
 ) -> VmapOp[P, R]:
     assert o.fake_fn is not None  # checked by _validate
+    n = signature.num_returns
     main = reg.define(opname, signature.schema)
     for key in keys:
-        reg.impl(opname, fn, key, "fallback")
-    reg.fake(opname, o.fake_fn, "fake")
+        reg.impl(opname, checked_arity(fn, qualname, "the function", n), key, "fallback")
+    reg.fake(opname, checked_arity(o.fake_fn, qualname, "fake_fn", n), "fake")
 
     batched: OpOverload[..., Any] | None = None
     rules: BatchingRules | None = None
@@ -239,8 +263,9 @@ def _build(
         assert o.fake_vmap_fn is not None  # checked by _validate
         batched = reg.define(batched_name, signature.schema)
         for key in keys:
-            reg.impl(batched_name, o.vmap_fn, key, "vmap_fn")
-        reg.fake(batched_name, o.fake_vmap_fn, "fake_vmap_fn")
+            reg.impl(batched_name, checked_arity(o.vmap_fn, qualname, "vmap_fn", n), key, "vmap_fn")
+        reg.fake(batched_name, checked_arity(o.fake_vmap_fn, qualname, "fake_vmap_fn", n),
+                 "fake_vmap_fn")
         rules = BatchingRules(
             qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level,
             o.differentiable,
@@ -324,7 +349,9 @@ def add_kernel(
         lib = torch.library.Library(op.namespace, "FRAGMENT")
         name = op.opname + (BATCHED_SUFFIX if batched else "")
         extra = {"allow_override": True} if _IMPL_ACCEPTS_OVERRIDE else {}
-        lib.impl(name, kernel, key, **extra)
+        n = len(op.vmap_out_dims)
+        label = f"the {device} kernel" + (" (batched)" if batched else "")
+        lib.impl(name, checked_arity(kernel, op.qualname, label, n), key, **extra)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
     return handle
