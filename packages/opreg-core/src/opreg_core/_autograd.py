@@ -53,6 +53,50 @@ def _requires_grad(value: Any) -> bool:
     return False
 
 
+def _is_tensor_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in value)
+
+
+def flatten_inputs(full: tuple[Any, ...]) -> tuple[tuple[int, ...], list[Any]]:
+    """Spread lists of tensors into separate values, so autograd sees every tensor input.
+
+    The spec has one entry per argument: -1 for a plain value, else the list's length.
+    """
+    spec: list[int] = []
+    flat: list[Any] = []
+    for value in full:
+        if _is_tensor_list(value):
+            spec.append(len(value))
+            flat.extend(value)
+        else:
+            spec.append(-1)
+            flat.append(value)
+    return tuple(spec), flat
+
+
+def unflatten_inputs(spec: tuple[int, ...], flat: Sequence[Any]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    i = 0
+    for n in spec:
+        if n < 0:
+            out.append(flat[i])
+            i += 1
+        else:
+            out.append(list(flat[i : i + n]))
+            i += n
+    return tuple(out)
+
+
+def flatten_grads(spec: tuple[int, ...], grads: Sequence[Any]) -> list[Any]:
+    flat: list[Any] = []
+    for n, g in zip(spec, grads, strict=True):
+        if n < 0:
+            flat.append(g)
+        else:
+            flat.extend([None] * n if g is None else g)
+    return flat
+
+
 def _normalize_grads(qualname: str, grads: Any, count: int) -> tuple[Any, ...]:
     result = grads if isinstance(grads, tuple) else (grads,)
     if len(result) != count:
@@ -85,17 +129,26 @@ def make_autograd_kernel(
     count = len(signature.names)
     call = overload._op
 
-    def forward(*full: Any) -> Any:
-        args, kwargs = signature.split(full)
+    def forward(spec: tuple[int, ...], *flat: Any) -> Any:
+        args, kwargs = signature.split(unflatten_inputs(spec, flat))
         with torch._C._AutoDispatchBelowAutograd():
             return call(*args, **kwargs)
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        spec = inputs[0]
+        ctx.opreg_spec = spec
+        # One flag per declared input (a list input needs a gradient if any element does).
+        ctx.needs_input_grad = tuple(
+            any(n) if isinstance(n, list) else n
+            for n in unflatten_inputs(spec, ctx.needs_input_grad[1:])
+        )
         if setup_context is not None:
-            setup_context(ctx, inputs, output)
+            setup_context(ctx, unflatten_inputs(spec, inputs[1:]), output)
 
     def backward_wrapper(ctx: Any, *grads: Any) -> Any:
-        return _normalize_grads(qualname, backward(ctx, *grads), count)
+        spec = ctx.opreg_spec
+        result = _normalize_grads(qualname, backward(ctx, *grads), count)
+        return (None, *flatten_grads(spec, result))
 
     function = type(
         f"{qualname.replace('::', '_')}_Function",
@@ -123,9 +176,9 @@ def make_autograd_kernel(
                     needs_grad = True
                     break
             if needs_grad or (kwargs and any(map(_requires_grad, kwargs.values()))):
-                full = signature.full_args(args, kwargs)
+                spec, flat = flatten_inputs(signature.full_args(args, kwargs))
                 with enable_single_level_autograd_function():
-                    return apply(*full)
+                    return apply(spec, *flat)
         return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
 
     return kernel
@@ -148,25 +201,31 @@ def derive_batched_backward(
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         outputs = (output,) if single_output else tuple(output)
-        tensors = [x for x in (*inputs, *outputs) if isinstance(x, torch.Tensor)]
-        ctx.save_for_backward(*tensors)
-        ctx.opreg_layout = (
-            [isinstance(x, torch.Tensor) for x in inputs],
-            [x if not isinstance(x, torch.Tensor) else None for x in inputs],
-            [isinstance(x, torch.Tensor) for x in outputs],
-            [x if not isinstance(x, torch.Tensor) else None for x in outputs],
+        spec, flat = flatten_inputs(inputs)
+        out_values = list(outputs)
+        saved = [x for x in (*flat, *out_values) if isinstance(x, torch.Tensor)]
+        ctx.save_for_backward(*saved)
+        ctx.opreg_derived = (
+            spec,
+            [x if not isinstance(x, torch.Tensor) else None for x in flat],
+            [x if not isinstance(x, torch.Tensor) else None for x in out_values],
+            [isinstance(x, torch.Tensor) for x in flat],
+            [isinstance(x, torch.Tensor) for x in out_values],
         )
 
     def derived_backward(ctx: Any, *grads: Any) -> Any:
-        in_is_t, in_other, out_is_t, out_other = ctx.opreg_layout
+        spec, in_other, out_other, in_is_t, out_is_t = ctx.opreg_derived
         saved = iter(ctx.saved_tensors)
-        inputs = tuple(next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True))
+        flat_in = [next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True)]
         outputs = tuple(next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True))
+        inputs = unflatten_inputs(spec, flat_in)
+        input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
         needs = tuple(ctx.needs_input_grad)
-        grad_dims = tuple(d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True))
+        grad_dims = tuple(
+            d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True)
+        )
         output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
-        input_dims = tuple(0 if t else None for t in in_is_t)
-        # vmap cannot return None: mark which gradients exist from one probe of the structure.
+        # vmap cannot return None: keep the tensors, remember where they were.
         present: list[bool] = []
 
         def per_sample(ins: tuple[Any, ...], outs: tuple[Any, ...], gs: tuple[Any, ...]) -> Any:
@@ -174,14 +233,16 @@ def derive_batched_backward(
             if setup_context is not None:
                 setup_context(sample_ctx, ins, outs[0] if single_output else outs)
             result = _normalize_grads(qualname, backward(sample_ctx, *gs), len(ins))
-            present[:] = [isinstance(r, torch.Tensor) for r in result]
-            return tuple(r for r in result if isinstance(r, torch.Tensor))
+            flat = flatten_grads(spec, result)
+            present[:] = [isinstance(r, torch.Tensor) for r in flat]
+            return tuple(r for r in flat if isinstance(r, torch.Tensor))
 
         batched = torch.vmap(per_sample, in_dims=(input_dims, output_dims, grad_dims))(
             inputs, outputs, grads
         )
         it = iter(batched)
-        return tuple(next(it) if p else None for p in present)
+        flat_grads = [next(it) if p else None for p in present]
+        return unflatten_inputs(spec, flat_grads)
 
     return setup, derived_backward
 
