@@ -212,6 +212,8 @@ class BatchingRules:
     # -- outputs ------------------------------------------------------------------------------
     def _check_outputs(self, out: Any, expected: int) -> tuple[Any, ...]:
         n = len(self.out_dims)
+        if n == 0:
+            return ()
         outs = (out,) if n == 1 else out
         if n != 1 and (not isinstance(outs, (tuple, list)) or len(outs) != n):
             got = len(outs) if isinstance(outs, (tuple, list)) else 1
@@ -238,6 +240,8 @@ class BatchingRules:
         return tuple(outs)
 
     def _rewrap(self, outs: tuple[Any, ...], fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Any:
+        if not self.out_dims:
+            return None
         result = []
         for o, d in zip(outs, self.out_dims, strict=True):
             if d is None:
@@ -328,6 +332,15 @@ class BatchingRules:
         outs = self._check_outputs(out, batch * inner)
         return self._rewrap(outs, lambda t, d: _add_batch_dim(t.unflatten(d, (batch, inner)), d, level))
 
+    def loop_rule(self, *args: Any, **kwargs: Any) -> Any:
+        """Kernel for ops without ``vmap_fn`` whose outputs PyTorch's own per-sample fallback
+        cannot stack (lists of tensors): the same per-sample loop, written here."""
+        level = maybe_current_level()
+        values, dims, kw, batch = _unwrap_all(args, kwargs, level)
+        if not batch:
+            return _lowered(self.op, args, kwargs)
+        return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
+
     def _loop(
         self,
         unwrapped: list[tuple[Any, InDim]],
@@ -342,7 +355,9 @@ class BatchingRules:
             args_i = [_select(v, d, i) for v, d in unwrapped]
             kwargs_i = {k: _select(v, d, i) for k, (v, d) in kw_unwrapped.items()}
             out = _lowered(self.batched_op, args_i, kwargs_i)
-            results.append((out,) if len(self.out_dims) == 1 else tuple(out))
+            results.append((out,) if len(self.out_dims) == 1 else tuple(out or ()))
+        if not self.out_dims:
+            return None
         stacked = []
         for outputs in zip(*results, strict=True):
             first = outputs[0]

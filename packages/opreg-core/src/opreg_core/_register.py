@@ -272,6 +272,10 @@ def _build(
         )
         reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
         reg.impl(batched_name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
+    elif signature.returns_list:
+        # PyTorch's per-sample fallback cannot stack list outputs; loop here instead.
+        rules = BatchingRules(qualname, main._op, main._op, out_dims, None, 0, False)
+        reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
 
     if signature.mutated:
         for name, target in ((opname, main), (batched_name, batched)):
@@ -319,7 +323,7 @@ def _build(
         sample_inputs=o.sample_inputs,
         module=getattr(fn, "__module__", None) or "",
         registrations=tuple(reg.done),
-        vmap_stats=rules.stats if rules is not None else VmapStats(),
+        vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
         _kernels={},
         _libs=[reg.lib],
         __doc__=getattr(fn, "__doc__", None),

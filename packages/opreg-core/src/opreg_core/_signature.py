@@ -19,6 +19,7 @@ class Signature:
     defaults: Mapping[str, Any]  #: argument name -> default, for arguments that have one
     num_returns: int
     mutated: tuple[str, ...]
+    returns_list: bool  #: some output is a list of tensors
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -82,4 +83,5 @@ def parse_signature(qualname: str, schema: str) -> Signature:
         defaults=defaults,
         num_returns=len(parsed.returns),
         mutated=tuple(mutated),
+        returns_list=any(isinstance(r.type, torch.ListType) for r in parsed.returns),
     )
