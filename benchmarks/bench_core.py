@@ -107,39 +107,80 @@ def main() -> None:
     )
     nested = median_us(
         {
-            "plain fn": lambda: vmap(vmap(vmap(_add, in_dims=(0, None)), in_dims=(0, None)),
-                                     in_dims=(0, None))(x3, yb),
-            "opreg": lambda: vmap(vmap(vmap(ops["opreg default (no backward)"], in_dims=(0, None)),
-                                       in_dims=(0, None)), in_dims=(0, None))(x3, yb),
+            "plain fn": lambda: vmap(
+                vmap(vmap(_add, in_dims=(0, None)), in_dims=(0, None)), in_dims=(0, None)
+            )(x3, yb),
+            "opreg": lambda: vmap(
+                vmap(
+                    vmap(ops["opreg default (no backward)"], in_dims=(0, None)), in_dims=(0, None)
+                ),
+                in_dims=(0, None),
+            )(x3, yb),
         },
         max(args.number // 40, 10),
         args.rounds,
     )
 
-    print(f"opreg-core {opreg_core.__version__} | torch {torch.__version__} | Python "
-          f"{platform.python_version()} | {platform.machine()} | {platform.processor() or 'cpu'}"
-          f" | 1 thread | median of {args.rounds} blocks")
+    print(
+        f"opreg-core {opreg_core.__version__} | torch {torch.__version__} | Python "
+        f"{platform.python_version()} | {platform.machine()} | {platform.processor() or 'cpu'}"
+        f" | 1 thread | median of {args.rounds} blocks"
+    )
     rows = [
-        ("eager, differentiable=False vs bare Library op", eager["opreg differentiable=False"],
-         eager["bare Library op"], "<= 1.00"),
-        ("eager, default (no backward) vs custom_op", eager["opreg default (no backward)"],
-         eager["custom_op"], "<= 0.60"),
-        ("eager, with backward vs custom_op", eager["opreg with backward"], eager["custom_op"],
-         "<= 0.60"),
-        ("eager, with backward vs bare Library op", eager["opreg with backward"],
-         eager["bare Library op"], "-"),
-        ("eager, with backward vs python fn", eager["opreg with backward"], eager["python fn"], "-"),
+        (
+            "eager, differentiable=False vs bare Library op",
+            eager["opreg differentiable=False"],
+            eager["bare Library op"],
+            "<= 1.00",
+        ),
+        (
+            "eager, default (no backward) vs custom_op",
+            eager["opreg default (no backward)"],
+            eager["custom_op"],
+            "<= 0.60",
+        ),
+        (
+            "eager, with backward vs custom_op",
+            eager["opreg with backward"],
+            eager["custom_op"],
+            "<= 0.60",
+        ),
+        (
+            "eager, with backward vs bare Library op",
+            eager["opreg with backward"],
+            eager["bare Library op"],
+            "-",
+        ),
+        (
+            "eager, with backward vs python fn",
+            eager["opreg with backward"],
+            eager["python fn"],
+            "-",
+        ),
         ("vmap batch 64 vs vmap(plain fn)", vmapped["opreg"], vmapped["plain fn"], "<= 1.20"),
-        ("  custom_op + register_vmap vs vmap(plain fn)", vmapped["custom_op + register_vmap"],
-         vmapped["plain fn"], "-"),
-        ("  per-sample fallback vs vmap(plain fn)", vmapped["PyTorch per-sample fallback"],
-         vmapped["plain fn"], "-"),
+        (
+            "  custom_op + register_vmap vs vmap(plain fn)",
+            vmapped["custom_op + register_vmap"],
+            vmapped["plain fn"],
+            "-",
+        ),
+        (
+            "  per-sample fallback vs vmap(plain fn)",
+            vmapped["PyTorch per-sample fallback"],
+            vmapped["plain fn"],
+            "-",
+        ),
         ("triple vmap vs plain fn triple-vmapped", nested["opreg"], nested["plain fn"], "<= 1.40"),
     ]
-    print(f"| {'case':<50} | {'opreg/contender us':>18} | {'baseline us':>11} | {'ratio':>6} | target |")
+    print(
+        f"| {'case':<50} | {'opreg/contender us':>18} | {'baseline us':>11} "
+        f"| {'ratio':>6} | target |"
+    )
     print(f"|{'-' * 52}|{'-' * 20}|{'-' * 13}|{'-' * 8}|--------|")
     for name, value, base, target in rows:
-        print(f"| {name:<50} | {value:>18.2f} | {base:>11.2f} | {value / base:>6.2f} | {target:>6} |")
+        print(
+            f"| {name:<50} | {value:>18.2f} | {base:>11.2f} | {value / base:>6.2f} | {target:>6} |"
+        )
     sys.stdout.flush()
 
 

@@ -40,8 +40,11 @@ def test_op_exposes_what_was_registered(ns: str) -> None:
         return x * n
 
     op = register_vmap_op(
-        f, fake_fn=lambda x, n: torch.empty_like(x), vmap_fn=f,
-        fake_vmap_fn=lambda x, n: torch.empty_like(x), name=f"{ns}::scale",
+        f,
+        fake_fn=lambda x, n: torch.empty_like(x),
+        vmap_fn=f,
+        fake_vmap_fn=lambda x, n: torch.empty_like(x),
+        name=f"{ns}::scale",
     )
     assert isinstance(op, OpOverload)
     assert op.qualname == f"{ns}::scale" and (op.namespace, op.opname) == (ns, "scale")
@@ -75,14 +78,16 @@ def test_default_name_is_module_and_function_name() -> None:
 
 
 def test_default_name_registers_in_module_namespace(tmp_path: Path) -> None:
-    (tmp_path / "opreg_naming_demo.py").write_text(textwrap.dedent("""
+    (tmp_path / "opreg_naming_demo.py").write_text(
+        textwrap.dedent("""
         import torch
         from opreg_core import register_vmap_op
 
         @register_vmap_op(fake_fn=lambda x: torch.empty_like(x))
         def negate(x: torch.Tensor) -> torch.Tensor:
             return -x
-    """))
+    """)
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         module = importlib.import_module("opreg_naming_demo")
@@ -92,7 +97,9 @@ def test_default_name_registers_in_module_namespace(tmp_path: Path) -> None:
         # a reload re-registers the same name and leaves one consistent op
         old = module.negate
         module = importlib.reload(module)
-        assert [o.qualname for o in registered_ops("opreg_naming_demo")] == ["opreg_naming_demo::negate"]
+        assert [o.qualname for o in registered_ops("opreg_naming_demo")] == [
+            "opreg_naming_demo::negate"
+        ]
         assert torch.equal(old(torch.ones(1)), -torch.ones(1))
     finally:
         sys.path.remove(str(tmp_path))
@@ -120,8 +127,9 @@ def test_reregistration_replaces_the_op_and_old_handles_follow(ns: str) -> None:
 
 
 def test_registry_lookup_and_module_filter(ns: str) -> None:
-    op = register_vmap_op(lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc",
-                          schema="(Tensor x) -> Tensor")
+    op = register_vmap_op(
+        lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc", schema="(Tensor x) -> Tensor"
+    )
     assert get_op(f"{ns}::inc") is op
     assert op in registered_ops(op.module)
     assert op not in registered_ops("no_such_module_xyz")
@@ -133,22 +141,37 @@ def test_sample_inputs_are_kept(ns: str) -> None:
     def samples(device: torch.device) -> list[SampleInput]:
         return [SampleInput((torch.ones(2, device=device),), name="ones")]
 
-    op = register_vmap_op(lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc",
-                          schema="(Tensor x) -> Tensor", sample_inputs=samples)
+    op = register_vmap_op(
+        lambda x: x + 1,
+        fake_fn=_fake,
+        name=f"{ns}::inc",
+        schema="(Tensor x) -> Tensor",
+        sample_inputs=samples,
+    )
     assert op.sample_inputs is samples
     (sample,) = op.sample_inputs(torch.device("cpu"))
     assert torch.equal(op(*sample.args), torch.full((2,), 2.0))
 
 
 def test_device_types_restrict_the_fallback(ns: str) -> None:
-    op = register_vmap_op(lambda x: x + 1, fake_fn=_fake, name=f"{ns}::cuda_only",
-                          schema="(Tensor x) -> Tensor", device_types="cuda")
+    op = register_vmap_op(
+        lambda x: x + 1,
+        fake_fn=_fake,
+        name=f"{ns}::cuda_only",
+        schema="(Tensor x) -> Tensor",
+        device_types="cuda",
+    )
     assert op.device_types == ("cuda",)
     assert {r.dispatch_key for r in op.registrations if r.what == "fallback"} == {"CUDA"}
     with pytest.raises(NotImplementedError):
         op(torch.ones(2))
-    cpu = register_vmap_op(lambda x: x + 1, fake_fn=_fake, name=f"{ns}::cpu_only",
-                           schema="(Tensor x) -> Tensor", device_types=["cpu"])
+    cpu = register_vmap_op(
+        lambda x: x + 1,
+        fake_fn=_fake,
+        name=f"{ns}::cpu_only",
+        schema="(Tensor x) -> Tensor",
+        device_types=["cpu"],
+    )
     assert torch.equal(cpu(torch.ones(2)), torch.full((2,), 2.0))
 
 
@@ -173,8 +196,9 @@ def test_register_kernel_overrides_and_remove_restores(ns: str) -> None:
 
 
 def test_register_kernel_again_replaces_previous(ns: str) -> None:
-    op = register_vmap_op(lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc",
-                          schema="(Tensor x) -> Tensor")
+    op = register_vmap_op(
+        lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc", schema="(Tensor x) -> Tensor"
+    )
     op.register_kernel("cpu", lambda x: x + 10)
     op.register_kernel("cpu", lambda x: x + 20)
     assert torch.equal(op(torch.zeros(1)), torch.full((1,), 20.0))

@@ -1,4 +1,4 @@
-"""Autograd: the user's backward under every composition; no backward means an error, never zeros."""
+"""Autograd: the user's backward under every composition; no backward is an error, never zeros."""
 
 from __future__ import annotations
 
@@ -39,8 +39,15 @@ def _vf(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture
 def op(ns: str) -> Any:
-    return register_vmap_op(_f, fake_fn=_mul_fake, vmap_fn=_vf, fake_vmap_fn=_mul_fake,
-                            backward=_backward, setup_context=_setup, name=f"{ns}::mul")
+    return register_vmap_op(
+        _f,
+        fake_fn=_mul_fake,
+        vmap_fn=_vf,
+        fake_vmap_fn=_mul_fake,
+        backward=_backward,
+        setup_context=_setup,
+        name=f"{ns}::mul",
+    )
 
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,7 +70,9 @@ def test_gradcheck_and_gradgradcheck_free_paths(op: Any) -> None:
     x, y = (t.requires_grad_() for t in _inputs())
     assert torch.autograd.gradcheck(op, (x, y))
     assert torch.autograd.gradcheck(lambda a, b: vmap(op, in_dims=(0, None))(a, b), (x, y))
-    assert torch.autograd.gradcheck(lambda a, b: vmap(vmap(op, in_dims=(0, None)), in_dims=(1, None))(a, b), (x, y))
+    assert torch.autograd.gradcheck(
+        lambda a, b: vmap(vmap(op, in_dims=(0, None)), in_dims=(1, None))(a, b), (x, y)
+    )
 
 
 def test_functorch_grad_jacrev_vjp(op: Any) -> None:
@@ -75,7 +84,9 @@ def test_functorch_grad_jacrev_vjp(op: Any) -> None:
         )
     torch.testing.assert_close(jacrev(op, argnums=1)(x, y), jacrev(_f, argnums=1)(x, y))
     out, pullback = vjp(op, x, y)
-    torch.testing.assert_close(pullback(torch.ones_like(out)), vjp(_f, x, y)[1](torch.ones_like(out)))
+    torch.testing.assert_close(
+        pullback(torch.ones_like(out)), vjp(_f, x, y)[1](torch.ones_like(out))
+    )
 
 
 def test_grad_of_vmap_and_vmap_of_grad(op: Any) -> None:
@@ -84,7 +95,9 @@ def test_grad_of_vmap_and_vmap_of_grad(op: Any) -> None:
     got = grad(lambda a, b: vmap(op, in_dims=(0, None))(a, b).sum(), argnums=(0, 1))(X, y)
     torch.testing.assert_close(got, expected)
     per_sample = vmap(grad(lambda a, b: op(a, b).sum(), argnums=1), in_dims=(0, None))(X, y)
-    torch.testing.assert_close(per_sample, vmap(grad(lambda a, b: _f(a, b).sum(), argnums=1), in_dims=(0, None))(X, y))
+    torch.testing.assert_close(
+        per_sample, vmap(grad(lambda a, b: _f(a, b).sum(), argnums=1), in_dims=(0, None))(X, y)
+    )
     assert op.vmap_stats.fast >= 1
 
 
@@ -107,8 +120,9 @@ def test_jacrev_of_vmap(op: Any) -> None:
 
 
 def test_no_backward_is_an_error_everywhere(ns: str) -> None:
-    op = register_vmap_op(_f, fake_fn=_mul_fake, vmap_fn=_vf, fake_vmap_fn=_mul_fake,
-                          name=f"{ns}::nobw")
+    op = register_vmap_op(
+        _f, fake_fn=_mul_fake, vmap_fn=_vf, fake_vmap_fn=_mul_fake, name=f"{ns}::nobw"
+    )
     x, y = _inputs()
     message = f"{ns}::nobw was registered without a backward"
     with pytest.raises(RuntimeError, match=message):
@@ -127,15 +141,22 @@ def test_no_backward_is_an_error_everywhere(ns: str) -> None:
 
 
 def test_non_differentiable_declares_no_gradient(ns: str) -> None:
-    op = register_vmap_op(lambda x: x.argsort(-1).to(x.dtype), fake_fn=lambda x: torch.empty_like(x),
-                          vmap_fn=lambda x: x.argsort(-1).to(x.dtype),
-                          fake_vmap_fn=lambda x: torch.empty_like(x), differentiable=False,
-                          name=f"{ns}::ranks", schema="(Tensor x) -> Tensor")
+    op = register_vmap_op(
+        lambda x: x.argsort(-1).to(x.dtype),
+        fake_fn=lambda x: torch.empty_like(x),
+        vmap_fn=lambda x: x.argsort(-1).to(x.dtype),
+        fake_vmap_fn=lambda x: torch.empty_like(x),
+        differentiable=False,
+        name=f"{ns}::ranks",
+        schema="(Tensor x) -> Tensor",
+    )
     x = torch.randn(3, 4, requires_grad=True)
     out = op(x)
     assert not out.requires_grad and out.grad_fn is None
     assert not vmap(op)(x).requires_grad
-    assert {r.what for r in op.registrations if r.dispatch_key == "Autograd"} == {"non-differentiable"}
+    assert {r.what for r in op.registrations if r.dispatch_key == "Autograd"} == {
+        "non-differentiable"
+    }
     # a gradient that flows around it still works
     (x * op(x)).sum().backward()
     torch.testing.assert_close(x.grad, op(x).detach())
@@ -155,12 +176,21 @@ def test_backward_with_non_tensor_and_list_inputs(ns: str) -> None:
         return [g * b * ctx.k, g * a * ctx.k], None
 
     fake = lambda xs, k: torch.empty_like(xs[0])  # noqa: E731
-    op = register_vmap_op(f, fake_fn=fake, vmap_fn=f, fake_vmap_fn=fake, backward=backward,
-                          setup_context=setup, name=f"{ns}::prod")
+    op = register_vmap_op(
+        f,
+        fake_fn=fake,
+        vmap_fn=f,
+        fake_vmap_fn=fake,
+        backward=backward,
+        setup_context=setup,
+        name=f"{ns}::prod",
+    )
     a = torch.randn(3, dtype=torch.float64, requires_grad=True)
     b = torch.randn(3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: op([a, b], 2.0), (a, b))
-    torch.testing.assert_close(grad(lambda a: op([a, b.detach()], 3.0).sum())(a.detach()), b.detach() * 3)
+    torch.testing.assert_close(
+        grad(lambda a: op([a, b.detach()], 3.0).sum())(a.detach()), b.detach() * 3
+    )
     A = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     B = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: vmap(lambda p, q: op([p, q], 2.0))(a, b), (A, B))

@@ -11,8 +11,12 @@ from torch.func import vmap
 
 from opreg_core import register_vmap_op, unregister
 
-OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor",
-                 "test_aot_dispatch_dynamic")
+OPCHECK_UTILS = (
+    "test_schema",
+    "test_autograd_registration",
+    "test_faketensor",
+    "test_aot_dispatch_dynamic",
+)
 
 
 def _fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -35,15 +39,33 @@ def _mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def ops() -> Iterator[dict[str, Any]]:
     made = {
-        "backward": register_vmap_op(_mul, fake_fn=_fake, vmap_fn=_mul, fake_vmap_fn=_fake,
-                                     backward=_backward, setup_context=_setup,
-                                     name="opreg_core_test_compile::mul_bw"),
-        "no_backward": register_vmap_op(_mul, fake_fn=_fake, vmap_fn=_mul, fake_vmap_fn=_fake,
-                                        name="opreg_core_test_compile::mul_nobw"),
-        "non_differentiable": register_vmap_op(_mul, fake_fn=_fake, vmap_fn=_mul,
-                                               fake_vmap_fn=_fake, differentiable=False,
-                                               name="opreg_core_test_compile::mul_nd"),
-        "no_vmap": register_vmap_op(_mul, fake_fn=_fake, name="opreg_core_test_compile::mul_novmap"),
+        "backward": register_vmap_op(
+            _mul,
+            fake_fn=_fake,
+            vmap_fn=_mul,
+            fake_vmap_fn=_fake,
+            backward=_backward,
+            setup_context=_setup,
+            name="opreg_core_test_compile::mul_bw",
+        ),
+        "no_backward": register_vmap_op(
+            _mul,
+            fake_fn=_fake,
+            vmap_fn=_mul,
+            fake_vmap_fn=_fake,
+            name="opreg_core_test_compile::mul_nobw",
+        ),
+        "non_differentiable": register_vmap_op(
+            _mul,
+            fake_fn=_fake,
+            vmap_fn=_mul,
+            fake_vmap_fn=_fake,
+            differentiable=False,
+            name="opreg_core_test_compile::mul_nd",
+        ),
+        "no_vmap": register_vmap_op(
+            _mul, fake_fn=_fake, name="opreg_core_test_compile::mul_novmap"
+        ),
     }
     yield made
     for op in made.values():
@@ -91,7 +113,9 @@ def test_compile_backward_through_op(ops: dict[str, Any]) -> None:
     op = ops["backward"]
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
     y = torch.randn(5, dtype=torch.float64)
-    compiled = torch.compile(lambda a, b: op(a, b).pow(2).sum(), fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(
+        lambda a, b: op(a, b).pow(2).sum(), fullgraph=True, backend="aot_eager"
+    )
     (gx,) = torch.autograd.grad(compiled(x, y), x)
     torch.testing.assert_close(gx, 2 * x.detach() * y * y)
 

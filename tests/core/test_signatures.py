@@ -40,30 +40,68 @@ def _like(*args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError
 
 
-CASES: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[Any, ...], tuple[Any, ...]]] = [
-    ("int_str_bool", _int_str_bool, lambda x, n, mode, flag, eps=0.5: torch.empty_like(x),
-     (torch.randn(3), 2, "neg", True), (0, None, None, None)),
+CASES: list[
+    tuple[str, Callable[..., Any], Callable[..., Any], tuple[Any, ...], tuple[Any, ...]]
+] = [
+    (
+        "int_str_bool",
+        _int_str_bool,
+        lambda x, n, mode, flag, eps=0.5: torch.empty_like(x),
+        (torch.randn(3), 2, "neg", True),
+        (0, None, None, None),
+    ),
     ("optional_none", _optional, lambda x, w=None: torch.empty_like(x), (torch.randn(3),), (0,)),
-    ("optional_given", _optional, lambda x, w=None: torch.empty_like(x),
-     (torch.randn(3), torch.randn(3)), (0, None)),
-    ("tensor_list_out", _tensor_list_out, lambda x: [torch.empty_like(x), torch.empty_like(x)],
-     (torch.randn(3),), (0,)),
-    ("two_outputs", _two_outputs, lambda x, y: (torch.empty_like(x), torch.empty_like(x)),
-     (torch.randn(3), torch.randn(3)), (0, 0)),
-    ("int_list", _int_list, lambda x, dims: x.new_empty(x.shape[0]),
-     (torch.randn(3, 4, 5), [1, 2]), (0, None)),
+    (
+        "optional_given",
+        _optional,
+        lambda x, w=None: torch.empty_like(x),
+        (torch.randn(3), torch.randn(3)),
+        (0, None),
+    ),
+    (
+        "tensor_list_out",
+        _tensor_list_out,
+        lambda x: [torch.empty_like(x), torch.empty_like(x)],
+        (torch.randn(3),),
+        (0,),
+    ),
+    (
+        "two_outputs",
+        _two_outputs,
+        lambda x, y: (torch.empty_like(x), torch.empty_like(x)),
+        (torch.randn(3), torch.randn(3)),
+        (0, 0),
+    ),
+    (
+        "int_list",
+        _int_list,
+        lambda x, dims: x.new_empty(x.shape[0]),
+        (torch.randn(3, 4, 5), [1, 2]),
+        (0, None),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("fn", "fake", "args", "in_dims"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_signature_in_eager_vmap_and_compile(ns: str, fn: Callable[..., Any], fake: Callable[..., Any],
-                                             args: tuple[Any, ...], in_dims: tuple[Any, ...]) -> None:
+@pytest.mark.parametrize(
+    ("fn", "fake", "args", "in_dims"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_signature_in_eager_vmap_and_compile(
+    ns: str,
+    fn: Callable[..., Any],
+    fake: Callable[..., Any],
+    args: tuple[Any, ...],
+    in_dims: tuple[Any, ...],
+) -> None:
     op = register_vmap_op(fn, fake_fn=fake, name=f"{ns}::{fn.__name__.strip('_')}")
     expected = fn(*args)
     torch.testing.assert_close(op(*args), expected)
-    batched = tuple(torch.stack([a, a * 2]) if d == 0 else a for a, d in zip(args, in_dims, strict=True))
-    looped = [fn(*(b[i] if d == 0 else b for b, d in zip(batched, in_dims, strict=True))) for i in range(2)]
+    batched = tuple(
+        torch.stack([a, a * 2]) if d == 0 else a for a, d in zip(args, in_dims, strict=True)
+    )
+    looped = [
+        fn(*(b[i] if d == 0 else b for b, d in zip(batched, in_dims, strict=True)))
+        for i in range(2)
+    ]
     out = vmap(op, in_dims=in_dims)(*batched)
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(out, torch.stack(looped))
@@ -84,8 +122,14 @@ def test_mutating_op(ns: str) -> None:
     def add_batched(x: torch.Tensor, y: torch.Tensor) -> None:
         x.add_(y)
 
-    op = register_vmap_op(add_, fake_fn=lambda x, y: None, vmap_fn=add_batched,
-                          fake_vmap_fn=lambda x, y: None, mutates_args=["x"], name=f"{ns}::add_")
+    op = register_vmap_op(
+        add_,
+        fake_fn=lambda x, y: None,
+        vmap_fn=add_batched,
+        fake_vmap_fn=lambda x, y: None,
+        mutates_args=["x"],
+        name=f"{ns}::add_",
+    )
     assert op.schema == "(Tensor(a0!) x, Tensor y) -> ()"
     x, y = torch.zeros(3), torch.ones(3)
     version = x._version
@@ -99,6 +143,10 @@ def test_mutating_op(ns: str) -> None:
 
 
 def test_explicit_schema(ns: str) -> None:
-    op = register_vmap_op(lambda x, k: x * k, fake_fn=lambda x, k: torch.empty_like(x),
-                          schema="(Tensor x, float k) -> Tensor", name=f"{ns}::scale")
+    op = register_vmap_op(
+        lambda x, k: x * k,
+        fake_fn=lambda x, k: torch.empty_like(x),
+        schema="(Tensor x, float k) -> Tensor",
+        name=f"{ns}::scale",
+    )
     torch.testing.assert_close(op(torch.ones(2), 3.0), torch.full((2,), 3.0))

@@ -30,7 +30,9 @@ def _loop(fn: Callable[..., Any], in_dims: tuple[int | None, ...]) -> Callable[.
     return looped
 
 
-def _nest(fn: Callable[..., Any], levels: list[tuple[int | None, ...]], how: Callable[..., Any]) -> Callable[..., Any]:
+def _nest(
+    fn: Callable[..., Any], levels: list[tuple[int | None, ...]], how: Callable[..., Any]
+) -> Callable[..., Any]:
     """Wrap fn in one transform per level; levels[0] is the outermost."""
     for dims in reversed(levels):
         fn = how(fn, dims)
@@ -52,8 +54,13 @@ def scaled_sum(ns: str) -> Any:
     def scaled_sum(x: torch.Tensor, y: torch.Tensor, k: float) -> torch.Tensor:
         return x * y.sum() * k
 
-    return register_vmap_op(scaled_sum, fake_fn=_scaled_sum_fake, vmap_fn=_scaled_sum_batched,
-                            fake_vmap_fn=_scaled_sum_fake, name=f"{ns}::scaled_sum")
+    return register_vmap_op(
+        scaled_sum,
+        fake_fn=_scaled_sum_fake,
+        vmap_fn=_scaled_sum_batched,
+        fake_vmap_fn=_scaled_sum_fake,
+        name=f"{ns}::scaled_sum",
+    )
 
 
 def test_single_level_uses_vmap_fn(scaled_sum: Any) -> None:
@@ -75,16 +82,22 @@ def prop_op() -> Iterator[Any]:
     def scaled_sum(x: torch.Tensor, y: torch.Tensor, k: float) -> torch.Tensor:
         return x * y.sum() * k
 
-    op = register_vmap_op(scaled_sum, fake_fn=_scaled_sum_fake, vmap_fn=_scaled_sum_batched,
-                          fake_vmap_fn=_scaled_sum_fake, name="opreg_core_test_prop::scaled_sum")
+    op = register_vmap_op(
+        scaled_sum,
+        fake_fn=_scaled_sum_fake,
+        vmap_fn=_scaled_sum_batched,
+        fake_vmap_fn=_scaled_sum_fake,
+        name="opreg_core_test_prop::scaled_sum",
+    )
     yield op
     unregister(op.qualname)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(levels=st.lists(_level, min_size=1, max_size=4), data=st.data())
-def test_any_depth_and_in_dims_match_loops(prop_op: Any, levels: list[tuple[int | None, int | None]],
-                                           data: st.DataObject) -> None:
+def test_any_depth_and_in_dims_match_loops(
+    prop_op: Any, levels: list[tuple[int | None, int | None]], data: st.DataObject
+) -> None:
     op = prop_op
     op.vmap_stats.reset()
     # Build inputs: per-sample x is (3, 2), y is (4,); insert each level's batch dim.
@@ -113,8 +126,13 @@ def test_four_levels_call_vmap_fn_once(scaled_sum: Any) -> None:
         calls.append(tuple(x.shape))
         return _scaled_sum_batched(x, y, k)
 
-    scaled_sum = register_vmap_op(scaled_sum.fallback, fake_fn=_scaled_sum_fake, vmap_fn=spy,
-                                  fake_vmap_fn=_scaled_sum_fake, name=scaled_sum.qualname)
+    scaled_sum = register_vmap_op(
+        scaled_sum.fallback,
+        fake_fn=_scaled_sum_fake,
+        vmap_fn=spy,
+        fake_vmap_fn=_scaled_sum_fake,
+        name=scaled_sum.qualname,
+    )
     x = torch.randn(2, 3, 4, 5, 6)
     y = torch.randn(7)
     f = scaled_sum
@@ -133,9 +151,14 @@ def test_unbatched_arguments_are_expanded_without_copy(ns: str) -> None:
         seen.append(y)
         return x + y
 
-    op = register_vmap_op(lambda x, y: x + y, fake_fn=lambda x, y: torch.empty_like(x),
-                          vmap_fn=vfn, fake_vmap_fn=lambda x, y: torch.empty_like(x),
-                          name=f"{ns}::add", schema="(Tensor x, Tensor y) -> Tensor")
+    op = register_vmap_op(
+        lambda x, y: x + y,
+        fake_fn=lambda x, y: torch.empty_like(x),
+        vmap_fn=vfn,
+        fake_vmap_fn=lambda x, y: torch.empty_like(x),
+        name=f"{ns}::add",
+        schema="(Tensor x, Tensor y) -> Tensor",
+    )
     y = torch.randn(3)
     vmap(op, in_dims=(0, None))(torch.randn(8, 3), y)
     assert seen[0].shape == (8, 3) and seen[0].stride(0) == 0
@@ -155,8 +178,14 @@ def test_out_dims_variants(ns: str) -> None:
     def vfake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return torch.empty_like(x).movedim(0, -1), x.new_empty(x.shape[0]), x.new_empty(2)
 
-    op = register_vmap_op(f, fake_fn=fake, vmap_fn=vf, fake_vmap_fn=vfake,
-                          vmap_out_dims=(-1, 0, None), name=f"{ns}::multi")
+    op = register_vmap_op(
+        f,
+        fake_fn=fake,
+        vmap_fn=vf,
+        fake_vmap_fn=vfake,
+        vmap_out_dims=(-1, 0, None),
+        name=f"{ns}::multi",
+    )
     x = torch.randn(4, 5, 3)
     for levels in ([(0,)], [(1,), (0,)], [(0,), (-1,), (0,)]):
         out = _nest(op, levels, lambda g, d: vmap(g, in_dims=d))(x)
@@ -180,14 +209,16 @@ def test_list_and_optional_tensor_arguments(ns: str) -> None:
     w = torch.randn(3)
     for weight, wdim in ((w, None), (None, None), (torch.randn(4, 3), 0)):
         out = vmap(op, in_dims=([0, 1], wdim, None))(xs, weight, 2)
-        ref = torch.stack([f([xs[0][i], xs[1][:, i]], weight if wdim is None else weight[i], 2)
-                           for i in range(4)])
+        ref = torch.stack(
+            [f([xs[0][i], xs[1][:, i]], weight if wdim is None else weight[i], 2) for i in range(4)]
+        )
         torch.testing.assert_close(out, ref)
     # nested, list elements batched at different levels
     X = [torch.randn(2, 4, 3), torch.randn(4, 3)]
     out = vmap(vmap(op, in_dims=([0, 0], None, None)), in_dims=([0, None], None, None))(X, w, 1)
-    ref = torch.stack([torch.stack([f([X[0][a, b], X[1][b]], w, 1) for b in range(4)])
-                       for a in range(2)])
+    ref = torch.stack(
+        [torch.stack([f([X[0][a, b], X[1][b]], w, 1) for b in range(4)]) for a in range(2)]
+    )
     torch.testing.assert_close(out, ref)
 
 
@@ -211,10 +242,15 @@ def test_custom_vmap_wrap_inputs_receives_info_and_in_dims(ns: str) -> None:
         seen.append((info, in_dims))
         return x.movedim(in_dims[0], 0), n
 
-    op = register_vmap_op(lambda x, n: x * n, fake_fn=lambda x, n: torch.empty_like(x),
-                          vmap_fn=lambda x, n: x * n, fake_vmap_fn=lambda x, n: torch.empty_like(x),
-                          vmap_wrap_inputs=wrap, name=f"{ns}::wrapped",
-                          schema="(Tensor x, int n) -> Tensor")
+    op = register_vmap_op(
+        lambda x, n: x * n,
+        fake_fn=lambda x, n: torch.empty_like(x),
+        vmap_fn=lambda x, n: x * n,
+        fake_vmap_fn=lambda x, n: torch.empty_like(x),
+        vmap_wrap_inputs=wrap,
+        name=f"{ns}::wrapped",
+        schema="(Tensor x, int n) -> Tensor",
+    )
     x = torch.randn(3, 6)
     torch.testing.assert_close(vmap(op, in_dims=(1, None), randomness="same")(x, 2), (x * 2).t())
     assert seen == [(VmapInfo(6, "same"), (1, None))]
@@ -225,8 +261,9 @@ def test_max_vmap_level_caps_the_fast_rule(ns: str) -> None:
         return x.cumsum(-1)
 
     fake = lambda x: torch.empty_like(x)  # noqa: E731
-    op = register_vmap_op(cumsum, fake_fn=fake, vmap_fn=cumsum, fake_vmap_fn=fake,
-                          max_vmap_level=2, name=f"{ns}::cs")
+    op = register_vmap_op(
+        cumsum, fake_fn=fake, vmap_fn=cumsum, fake_vmap_fn=fake, max_vmap_level=2, name=f"{ns}::cs"
+    )
     x = torch.randn(2, 3, 4, 5)
     torch.testing.assert_close(vmap(vmap(op))(x[0]), x[0].cumsum(-1))
     assert (op.vmap_stats.fast, op.vmap_stats.nested, op.vmap_stats.loop) == (1, 1, 0)
@@ -236,8 +273,12 @@ def test_max_vmap_level_caps_the_fast_rule(ns: str) -> None:
 
 
 def test_without_vmap_fn_pytorch_fallback_is_correct(ns: str) -> None:
-    op = register_vmap_op(lambda x: x.sort().values, fake_fn=lambda x: torch.empty_like(x),
-                          name=f"{ns}::srt", schema="(Tensor x) -> Tensor")
+    op = register_vmap_op(
+        lambda x: x.sort().values,
+        fake_fn=lambda x: torch.empty_like(x),
+        name=f"{ns}::srt",
+        schema="(Tensor x) -> Tensor",
+    )
     x = torch.randn(2, 3, 5)
     torch.testing.assert_close(vmap(vmap(op))(x), x.sort().values)
     assert op.batched_overload is None

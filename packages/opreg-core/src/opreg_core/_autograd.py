@@ -17,10 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._functorch.autograd_function import enable_single_level_autograd_function
-from torch.autograd.function import _SingleLevelFunction
 
 from ._signature import Signature
+from ._torch_private import (
+    SingleLevelFunction,
+    apply_function,
+    enable_single_level_autograd_function,
+)
 
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 
@@ -152,14 +155,13 @@ def make_autograd_kernel(
 
     function = type(
         f"{qualname.replace('::', '_')}_Function",
-        (_SingleLevelFunction,),
+        (SingleLevelFunction,),
         {
             "forward": staticmethod(forward),
             "setup_context": staticmethod(setup),
             "backward": staticmethod(backward_wrapper),
         },
     )
-    apply = function.apply
     redispatch = overload._handle.redispatch_boxed
     grad_enabled = torch.is_grad_enabled
     tensor = torch.Tensor
@@ -178,7 +180,7 @@ def make_autograd_kernel(
             if needs_grad or (kwargs and any(map(_requires_grad, kwargs.values()))):
                 spec, flat = flatten_inputs(signature.full_args(args, kwargs))
                 with enable_single_level_autograd_function():
-                    return apply(spec, *flat)
+                    return apply_function(function, spec, *flat)
         return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
 
     return kernel
@@ -250,7 +252,9 @@ def derive_batched_backward(
 def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., Any]:
     """The ``ADInplaceOrView`` kernel of a mutating op: bump the mutated inputs' versions, so
     autograd detects a saved tensor that the op changed (as ``custom_op`` does)."""
-    positions = [signature.positional.index(n) for n in signature.mutated if n in signature.positional]
+    positions = [
+        signature.positional.index(n) for n in signature.mutated if n in signature.positional
+    ]
     keywords = [n for n in signature.mutated if n in signature.kwarg_only]
 
     def bump(value: Any) -> None:
@@ -266,6 +270,8 @@ def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., A
             if name in kwargs:
                 bump(kwargs[name])
         with torch._C._AutoDispatchBelowADInplaceOrView():
-            return overload.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs)
+            return overload.redispatch(
+                keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs
+            )
 
     return kernel

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-from torch._C._functorch import (
+
+from ._torch_private import (
     CVmapInterpreterPtr,
     RandomnessType,
-    _add_batch_dim,
-    _unwrap_batched,
-    maybe_current_level,
+    call_one_level_down,
+    current_vmap_level,
     peek_interpreter_stack,
-    tls_set_vmap_excluded,
 )
+from ._torch_private import add_batch_dim as _add_batch_dim
+from ._torch_private import unwrap_batched as _unwrap_batched
 
 _RANDOMNESS = {
     RandomnessType.Error: "error",
@@ -70,7 +71,9 @@ def _unwrap(value: Any, level: int) -> tuple[Any, InDim]:
     if isinstance(value, torch.Tensor):
         return _unwrap_batched(value, level)
     if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-        pairs = [_unwrap_batched(v, level) if isinstance(v, torch.Tensor) else (v, None) for v in value]
+        pairs = [
+            _unwrap_batched(v, level) if isinstance(v, torch.Tensor) else (v, None) for v in value
+        ]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     return value, None
 
@@ -132,16 +135,6 @@ def _select(value: Any, dim: InDim, index: int) -> Any:
     return value
 
 
-def _lowered(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """Call ``fn`` one vmap level down: with ``FuncTorchBatched`` excluded, functorch's
-    dynamic-layer keys pop the current level (cheaper than a guard object)."""
-    tls_set_vmap_excluded(True)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        tls_set_vmap_excluded(False)
-
-
 def _needs_grad(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     if not torch.is_grad_enabled():
         return False
@@ -165,24 +158,28 @@ def _unwrap_all(
     batch = 0
     for a in args:
         if isinstance(a, torch.Tensor):
-            v, d = _unwrap_batched(a, level)
+            t, d = _unwrap_batched(a, level)
             if d is not None and not batch:
-                batch = v.shape[d]
+                batch = t.shape[d]
+            values.append(t)
+            dims.append(d)
         else:
-            v, d = _unwrap(a, level)
-            if not batch and isinstance(d, list):
-                batch = next((t.shape[e] for t, e in zip(v, d, strict=True) if e is not None), 0)
-        values.append(v)
-        dims.append(d)
+            v, dim = _unwrap(a, level)
+            batch = batch or _batch_size(v, dim)
+            values.append(v)
+            dims.append(dim)
     kw: dict[str, tuple[Any, InDim]] = {}
     for key, a in kwargs.items():
-        v, d = kw[key] = _unwrap(a, level)
-        if not batch and d is not None:
-            if isinstance(d, list):
-                batch = next((t.shape[e] for t, e in zip(v, d, strict=True) if e is not None), 0)
-            else:
-                batch = v.shape[d]
+        v, dim = kw[key] = _unwrap(a, level)
+        batch = batch or _batch_size(v, dim)
     return values, dims, kw, batch
+
+
+def _batch_size(value: Any, dim: InDim) -> int:
+    """Size of the mapped dim of an unwrapped value (0 if it is not batched)."""
+    if isinstance(dim, list):
+        return next((t.shape[e] for t, e in zip(value, dim, strict=True) if e is not None), 0)
+    return 0 if dim is None else int(value.shape[dim])
 
 
 class BatchingRules:
@@ -239,7 +236,9 @@ class BatchingRules:
                     )
         return tuple(outs)
 
-    def _rewrap(self, outs: tuple[Any, ...], fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Any:
+    def _rewrap(
+        self, outs: tuple[Any, ...], fn: Callable[[torch.Tensor, int], torch.Tensor]
+    ) -> Any:
         if not self.out_dims:
             return None
         result = []
@@ -263,16 +262,16 @@ class BatchingRules:
         (what its autograd kernel would do anyway, minus a Python round trip)."""
         if self.has_autograd_kernel and not _needs_grad(args, kwargs):
             with torch._C._AutoDispatchBelowAutograd():
-                return _lowered(self.batched_op, args, kwargs)
-        return _lowered(self.batched_op, args, kwargs)
+                return call_one_level_down(self.batched_op, args, kwargs)
+        return call_one_level_down(self.batched_op, args, kwargs)
 
     # -- kernels ------------------------------------------------------------------------------
     def op_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the op on ``FuncTorchBatched``: the innermost vmap level."""
-        level = maybe_current_level()
+        level = current_vmap_level()
         values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
-            return _lowered(self.op, args, kwargs)
+            return call_one_level_down(self.op, args, kwargs)
         new_kwargs = {k: _front_value(v, d, batch) for k, (v, d) in kw.items()}
         if self.wrap_inputs is None:
             new_args: Sequence[Any] = [
@@ -305,10 +304,10 @@ class BatchingRules:
 
     def batched_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the batched op on ``FuncTorchBatched``: every vmap level past the first."""
-        level = maybe_current_level()
+        level = current_vmap_level()
         values, dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
-            return _lowered(self.batched_op, args, kwargs)
+            return call_one_level_down(self.batched_op, args, kwargs)
         depth = getattr(self._depth, "value", 0) + 1
         if self.max_level is not None and depth > self.max_level:
             return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
@@ -330,15 +329,18 @@ class BatchingRules:
         finally:
             self._depth.value = previous
         outs = self._check_outputs(out, batch * inner)
-        return self._rewrap(outs, lambda t, d: _add_batch_dim(t.unflatten(d, (batch, inner)), d, level))
+        sizes = (batch, inner)
+        return self._rewrap(
+            outs, lambda t, d: _add_batch_dim(torch.unflatten(t, d, sizes), d, level)
+        )
 
     def loop_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel for ops without ``vmap_fn`` whose outputs PyTorch's own per-sample fallback
         cannot stack (lists of tensors): the same per-sample loop, written here."""
-        level = maybe_current_level()
+        level = current_vmap_level()
         values, dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
-            return _lowered(self.op, args, kwargs)
+            return call_one_level_down(self.op, args, kwargs)
         return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
 
     def _loop(
@@ -354,7 +356,7 @@ class BatchingRules:
         for i in range(batch):
             args_i = [_select(v, d, i) for v, d in unwrapped]
             kwargs_i = {k: _select(v, d, i) for k, (v, d) in kw_unwrapped.items()}
-            out = _lowered(self.batched_op, args_i, kwargs_i)
+            out = call_one_level_down(self.batched_op, args_i, kwargs_i)
             results.append((out,) if len(self.out_dims) == 1 else tuple(out or ()))
         if not self.out_dims:
             return None
@@ -365,7 +367,7 @@ class BatchingRules:
                 stacked.append(_add_batch_dim(torch.stack(outputs), 0, level))
             elif isinstance(first, (list, tuple)):
                 stacked.append(
-                    [_add_batch_dim(torch.stack(ts), 0, level) for ts in zip(*outputs, strict=True)]
+                    [_add_batch_dim(torch.stack(ts), 0, level) for ts in zip(*outputs, strict=True)]  # type: ignore[arg-type]
                 )
             else:
                 stacked.append(first)

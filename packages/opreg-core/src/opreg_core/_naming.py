@@ -2,7 +2,8 @@
 
 Rule for the default name: ``<namespace>::<opname>`` where the namespace is the function's
 module (``fn.__module__``) and the opname is its ``__name__``, each with every character
-that is not a letter, digit or underscore replaced by ``_``, leading and trailing underscores stripped,
+that is not a letter, digit or underscore replaced by ``_``, leading and trailing underscores
+stripped,
 and ``op_`` prefixed when the result would start with a digit or be empty.
 So ``fused_add`` in module ``mylib.ops`` becomes ``mylib_ops::fused_add``, and two
 libraries only collide if they have the same module path and function name.
@@ -19,7 +20,18 @@ _NOT_IDENTIFIER_CHAR = re.compile(r"[^A-Za-z0-9_]")
 
 #: Namespaces that belong to PyTorch itself; registering into them would shadow its operators.
 RESERVED_NAMESPACES = frozenset(
-    {"aten", "prim", "prims", "torch", "_", "c10", "quantized", "profiler", "inductor", "higher_order"}
+    {
+        "aten",
+        "prim",
+        "prims",
+        "torch",
+        "_",
+        "c10",
+        "quantized",
+        "profiler",
+        "inductor",
+        "higher_order",
+    }
 )
 #: Suffix of the batched operator that opreg defines next to each op with a ``vmap_fn``.
 BATCHED_SUFFIX = "__opreg_batched"

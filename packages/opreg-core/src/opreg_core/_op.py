@@ -47,7 +47,7 @@ class KernelHandle:
     def remove(self) -> None:
         """Unregister the kernel; the fallback (or ``vmap_fn``) serves the device again."""
         if self._lib is not None:
-            self._lib._destroy()
+            self._lib.destroy()
             self._lib = None
             self.op._kernels.pop((self.device_type, self.batched), None)
 

@@ -21,11 +21,10 @@ from ._batching import BatchingRules, VmapStats
 from ._naming import BATCHED_SUFFIX, default_name, split_name
 from ._op import KernelHandle, Registration, SampleInputs, VmapOp
 from ._signature import Signature, infer_schema, parse_signature
+from ._torch_private import Library, operator_exists, rebind_call
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_IMPL_ACCEPTS_OVERRIDE = "allow_override" in inspect.signature(torch.library.Library.impl).parameters
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class _Options:
     vmap_fn: Callable[..., Any] | None
     fake_vmap_fn: Callable[..., Any] | None
     vmap_wrap_inputs: Callable[..., Any] | None
-    vmap_out_dims: int | None | Sequence[int | None]
+    vmap_out_dims: int | Sequence[int | None] | None
     max_vmap_level: int | None
     name: str | None
     mutates_args: str | Sequence[str]
@@ -49,7 +48,8 @@ class _Options:
 
 
 def dispatch_key_for(device_type: str) -> str:
-    """The backend dispatch key of a device type (``"cuda"`` -> ``"CUDA"``); ValueError if unknown."""
+    """The backend dispatch key of a device type (``"cuda"`` -> ``"CUDA"``); ValueError if
+    this torch build does not know it."""
     if not isinstance(device_type, str):
         raise TypeError(f"device type must be a string, got {type(device_type).__name__}")
     try:
@@ -157,9 +157,7 @@ def _check_free(qualname: str) -> None:
     """Refuse a name that an operator not registered by opreg already has."""
     namespace, opname = qualname.split("::")
     for name in (opname, opname + BATCHED_SUFFIX):
-        try:
-            torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
-        except RuntimeError:
+        if not operator_exists(f"{namespace}::{name}"):
             continue
         raise ValueError(
             f"opreg: {qualname}: an operator named {namespace}::{name} already exists and was not "
@@ -171,7 +169,7 @@ class _Registrar:
     """Puts one op's kernels into a ``torch.library.Library`` and records what it registered."""
 
     def __init__(self, namespace: str) -> None:
-        self.lib = torch.library.Library(namespace, "FRAGMENT")
+        self.lib = Library(namespace)
         self.namespace = namespace
         self.done: list[Registration] = []
 
@@ -181,12 +179,14 @@ class _Registrar:
         packet = getattr(getattr(torch.ops, self.namespace), opname)
         return packet.default  # type: ignore[no-any-return]
 
-    def impl(self, opname: str, kernel: Any, key: str, what: str, with_keyset: bool = False) -> None:
+    def impl(
+        self, opname: str, kernel: Any, key: str, what: str, with_keyset: bool = False
+    ) -> None:
         self.lib.impl(opname, kernel, key, with_keyset=with_keyset)
         self.done.append(Registration(f"{self.namespace}::{opname}", key, what))
 
     def fake(self, opname: str, fake: Callable[..., Any], what: str) -> None:
-        torch.library.register_fake(f"{self.namespace}::{opname}", fake, lib=self.lib)
+        self.lib.register_fake(f"{self.namespace}::{opname}", fake)
         self.done.append(Registration(f"{self.namespace}::{opname}", "Meta", what))
 
 
@@ -198,11 +198,15 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
     _validate(fn, qualname, o)
     mutated = _names(qualname, "mutates_args", o.mutates_args)
     _check_mutates_args(fn, qualname, mutated)
-    device_types = None if o.device_types is None else _names(qualname, "device_types", o.device_types)
+    device_types = (
+        None if o.device_types is None else _names(qualname, "device_types", o.device_types)
+    )
     try:
-        keys = ["CompositeExplicitAutograd"] if device_types is None else [
-            dispatch_key_for(d) for d in device_types
-        ]
+        keys = (
+            ["CompositeExplicitAutograd"]
+            if device_types is None
+            else [dispatch_key_for(d) for d in device_types]
+        )
     except ValueError as exc:
         raise ValueError(f"opreg: {qualname}: device_types: {exc}") from exc
     schema = infer_schema(qualname, fn, o.schema, mutated)
@@ -226,13 +230,15 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
             _check_free(qualname)
         reg = _Registrar(namespace)
         try:
-            op = _build(fn, o, reg, qualname, opname, keys, signature, out_dims, mutated, device_types)
+            op = _build(
+                fn, o, reg, qualname, opname, keys, signature, out_dims, mutated, device_types
+            )
         except BaseException:
-            reg.lib._destroy()
+            reg.lib.destroy()
             raise
         if previous is not None:
             # Old handles of the op keep working and call the new definition.
-            type(previous).__call__ = op.overload._op  # type: ignore[method-assign]
+            rebind_call(type(previous), op.overload)
         _registry.add(op)
     return op
 
@@ -264,10 +270,16 @@ def _build(
         batched = reg.define(batched_name, signature.schema)
         for key in keys:
             reg.impl(batched_name, checked_arity(o.vmap_fn, qualname, "vmap_fn", n), key, "vmap_fn")
-        reg.fake(batched_name, checked_arity(o.fake_vmap_fn, qualname, "fake_vmap_fn", n),
-                 "fake_vmap_fn")
+        reg.fake(
+            batched_name, checked_arity(o.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn"
+        )
         rules = BatchingRules(
-            qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level,
+            qualname,
+            main._op,
+            batched._op,
+            out_dims,
+            o.vmap_wrap_inputs,
+            o.max_vmap_level,
             o.differentiable,
         )
         reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
@@ -280,8 +292,13 @@ def _build(
     if signature.mutated:
         for name, target in ((opname, main), (batched_name, batched)):
             if target is not None:
-                reg.impl(name, make_mutation_kernel(target, signature), "ADInplaceOrView",
-                         "version counter bump", with_keyset=True)
+                reg.impl(
+                    name,
+                    make_mutation_kernel(target, signature),
+                    "ADInplaceOrView",
+                    "version counter bump",
+                    with_keyset=True,
+                )
 
     if not o.differentiable:
         for name, target in ((opname, main), (batched_name, batched)):
@@ -289,14 +306,24 @@ def _build(
                 reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
     else:
         backward = o.backward if o.backward is not None else non_differentiable_backward(qualname)
-        reg.impl(opname, make_autograd_kernel(qualname, main, signature, o.setup_context, backward),
-                 "Autograd", "autograd", with_keyset=True)
+        reg.impl(
+            opname,
+            make_autograd_kernel(qualname, main, signature, o.setup_context, backward),
+            "Autograd",
+            "autograd",
+            with_keyset=True,
+        )
         if batched is not None:
             setup_b, backward_b = derive_batched_backward(
                 qualname, signature, out_dims, o.setup_context, backward
             )
-            reg.impl(batched_name, make_autograd_kernel(qualname, batched, signature, setup_b, backward_b),
-                     "Autograd", "derived autograd", with_keyset=True)
+            reg.impl(
+                batched_name,
+                make_autograd_kernel(qualname, batched, signature, setup_b, backward_b),
+                "Autograd",
+                "derived autograd",
+                with_keyset=True,
+            )
 
     cls = type(f"VmapOp_{qualname.replace('::', '__')}", (VmapOp,), {"__call__": main._op})
     op: VmapOp[P, R] = object.__new__(cls)
@@ -343,19 +370,19 @@ def add_kernel(
         raise type(exc)(f"opreg: {op.qualname}: register_kernel: {exc}") from exc
     if batched and op.batched_overload is None:
         raise ValueError(
-            f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered with vmap_fn"
+            f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered "
+            "with vmap_fn"
         )
     device = device_type.strip().lower()
     with _registry.registry_lock():
         old = op._kernels.get((device, batched))
         if old is not None:
             old.remove()
-        lib = torch.library.Library(op.namespace, "FRAGMENT")
+        lib = Library(op.namespace)
         name = op.opname + (BATCHED_SUFFIX if batched else "")
-        extra = {"allow_override": True} if _IMPL_ACCEPTS_OVERRIDE else {}
         n = len(op.vmap_out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
-        lib.impl(name, checked_arity(kernel, op.qualname, label, n), key, **extra)
+        lib.impl(name, checked_arity(kernel, op.qualname, label, n), key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
     return handle
@@ -370,7 +397,7 @@ def register_vmap_op(
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    vmap_out_dims: int | Sequence[int | None] | None = 0,
     max_vmap_level: int | None = None,
     name: str | None = None,
     mutates_args: str | Sequence[str] = (),
@@ -392,7 +419,7 @@ def register_vmap_op(
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    vmap_out_dims: int | Sequence[int | None] | None = 0,
     max_vmap_level: int | None = None,
     name: str | None = None,
     mutates_args: str | Sequence[str] = (),
@@ -413,7 +440,7 @@ def register_vmap_op(
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | None | Sequence[int | None] = 0,
+    vmap_out_dims: int | Sequence[int | None] | None = 0,
     max_vmap_level: int | None = None,
     name: str | None = None,
     mutates_args: str | Sequence[str] = (),

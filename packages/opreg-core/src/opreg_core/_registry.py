@@ -54,5 +54,5 @@ def destroy(op: VmapOp[Any, Any]) -> None:
     for handle in list(op._kernels.values()):
         handle.remove()
     for lib in op._libs:
-        lib._destroy()
+        lib.destroy()
     op._libs.clear()

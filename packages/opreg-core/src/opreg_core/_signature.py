@@ -48,7 +48,9 @@ def infer_schema(
     """The schema string (without name) from ``schema`` or from ``fn``'s annotations."""
     if schema is not None:
         if not isinstance(schema, str):
-            raise TypeError(f"opreg: {op_name}: schema must be a string, got {type(schema).__name__}")
+            raise TypeError(
+                f"opreg: {op_name}: schema must be a string, got {type(schema).__name__}"
+            )
         return schema
     try:
         return torch.library.infer_schema(fn, mutates_args=tuple(mutates_args))
