@@ -1,0 +1,174 @@
+"""Plumbing shared by the checks: the context a check runs in, timing, and turning errors into
+:class:`CheckFailure` messages that name the op, the check, the sample and the case."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from opreg_core import SampleInput
+
+from ..compare import ToleranceSpec, check_tolerance_spec, compare
+from ..errors import CheckFailure
+from ..report import CheckResult
+from ..samples import SamplesArg, as_device, clone_sample, describe_sample, gather_samples
+from ..target import OpLike, Target, resolve
+
+#: Lines of an unexpected exception's message kept in a failure message.
+_MAX_ERROR_LINES = 8
+
+
+class Skip(Exception):
+    """Raised inside a check: it does not apply to this op (the message says why)."""
+
+
+@dataclass
+class CheckContext:
+    """What a check body gets: the op, its samples, the device and a place for facts."""
+
+    check: str
+    target: Target
+    samples: list[SampleInput]
+    device: torch.device
+    tolerance: ToleranceSpec = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    def describe(self, sample: SampleInput) -> str:
+        return describe_sample(sample, self.target.arg_names)
+
+    def failure(
+        self, problem: str, sample: SampleInput | None = None, case: str | None = None, **kw: Any
+    ) -> CheckFailure:
+        label = None if sample is None else self.describe(sample)
+        return CheckFailure(self.name, self.check, problem, sample=label, case=case, **kw)
+
+    @contextmanager
+    def step(
+        self, what: str, sample: SampleInput | None = None, case: str | None = None
+    ) -> Iterator[None]:
+        """Run a step; an unexpected exception becomes a failure saying ``what`` raised it."""
+        try:
+            yield
+        except (CheckFailure, Skip):
+            raise
+        except Exception as exc:
+            raise self.failure(f"{what} raised {format_exception(exc)}", sample, case) from exc
+
+    def run(self, fn: Callable[..., Any], sample: SampleInput) -> tuple[Any, dict[str, Any]]:
+        """Call ``fn`` on a fresh copy of ``sample``; return its output and the mutated args."""
+        copy = clone_sample(sample)
+        out = fn(*copy.args, **copy.kwargs)
+        return out, mutated_values(self.target, copy)
+
+    def assert_same(
+        self,
+        expected: tuple[Any, dict[str, Any]],
+        actual: tuple[Any, dict[str, Any]],
+        sample: SampleInput,
+        case: str,
+        what: str,
+        tolerance: ToleranceSpec = None,
+    ) -> None:
+        """Fail with the first mismatch between two ``run`` results."""
+        tol = self.tolerance if tolerance is None else tolerance
+        found = compare(expected[0], actual[0], tolerance=tol)
+        for name, value in expected[1].items():
+            if found is None:
+                found = compare(
+                    value, actual[1][name], tolerance=tol, where=f"argument {name!r} after the call"
+                )
+        if found is not None:
+            raise self.failure(what, sample, case, mismatch=found)
+
+
+def format_exception(exc: BaseException) -> str:
+    """``TypeName: message`` with the message cut to a few lines."""
+    lines = str(exc).strip().splitlines()
+    if len(lines) > _MAX_ERROR_LINES:
+        lines = [*lines[:_MAX_ERROR_LINES], "..."]
+    return f"{type(exc).__name__}: " + "\n".join(lines) if lines else type(exc).__name__
+
+
+def mutated_values(target: Target, sample: SampleInput) -> dict[str, Any]:
+    """The values of the arguments the op mutates, by name (after a call)."""
+    names = target.mutated_args
+    if not names:
+        return {}
+    positional = target.arg_names
+    values: dict[str, Any] = {}
+    for name in names:
+        if name in sample.kwargs:
+            values[name] = sample.kwargs[name]
+        elif name in positional and positional.index(name) < len(sample.args):
+            values[name] = sample.args[positional.index(name)]
+    return values
+
+
+def sample_device(samples: list[SampleInput]) -> torch.device:
+    """The device of the first tensor in the samples (CPU if there is none)."""
+    for sample in samples:
+        for value in (*sample.args, *sample.kwargs.values()):
+            items = value if isinstance(value, (list, tuple)) else (value,)
+            for item in items:
+                if isinstance(item, torch.Tensor):
+                    return item.device
+    return torch.device("cpu")
+
+
+Body = Callable[[CheckContext], None]
+
+
+def prepare(
+    check: str,
+    op: OpLike | Target,
+    samples: SamplesArg | list[SampleInput],
+    device: str | torch.device | None,
+    tolerance: object = None,
+) -> CheckContext:
+    """Resolve the op and its samples (raising on bad input) into a context for ``execute``."""
+    target = op if isinstance(op, Target) else resolve(op)
+    dev = as_device(device)
+    gathered = gather_samples(target, samples, dev)
+    return CheckContext(
+        check, target, gathered, dev or sample_device(gathered), check_tolerance_spec(tolerance)
+    )
+
+
+def execute(ctx: CheckContext, body: Body) -> CheckResult:
+    """Run ``body`` and time it: passed, skipped (``Skip``) or failed (``CheckFailure``)."""
+    start = time.perf_counter()
+    try:
+        body(ctx)
+    except Skip as skip:
+        return CheckResult(
+            ctx.check, ctx.name, "skipped", time.perf_counter() - start, str(skip), ctx.info
+        )
+    except CheckFailure as failure:
+        return _failed(ctx, start, failure)
+    except Exception as exc:  # a step outside ``ctx.step``: still a failure of this op
+        unexpected = ctx.failure(f"the check raised {format_exception(exc)}")
+        unexpected.__cause__ = exc
+        return _failed(ctx, start, unexpected)
+    return CheckResult(ctx.check, ctx.name, "passed", time.perf_counter() - start, "", ctx.info)
+
+
+def _failed(ctx: CheckContext, start: float, failure: CheckFailure) -> CheckResult:
+    elapsed = time.perf_counter() - start
+    return CheckResult(ctx.check, ctx.name, "failed", elapsed, failure.summary(), ctx.info, failure)
+
+
+def run_public(ctx: CheckContext, body: Body) -> CheckResult:
+    """For the public ``check_*`` functions: a failure is raised, anything else returned."""
+    result = execute(ctx, body)
+    if result.failure is not None:
+        raise result.failure
+    return result

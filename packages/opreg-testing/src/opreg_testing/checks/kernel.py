@@ -1,0 +1,115 @@
+"""kernel check: an op's extra kernel (e.g. Triton) against its PyTorch fallback.
+
+On a device type where a kernel was registered (``op.kernel_device_types``), ``op(*args)``
+runs that kernel; the check compares it with ``op.fallback(*args)`` on the same inputs,
+with the per-dtype tolerance table (exact for integer outputs, or with ``exact=True``).
+For an op with a ``vmap_fn``, the batched operator (its batched kernel, if any) is compared
+with ``vmap_fn`` too. CPU runs Triton kernels through Triton's interpreter when asked.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+
+from opreg_core import SampleInput, VmapOp
+
+from ..compare import EXACT, ToleranceSpec
+from ..interpreter import TritonUnavailable, loaded_kernels_module, triton_device, triton_info
+from ..report import CheckResult
+from ..samples import SamplesArg
+from ..target import OpLike
+from ._batching import batched_sample, vmap_cases
+from ._common import CheckContext, Skip, prepare, run_public
+
+
+def _kernel_op(ctx: CheckContext) -> VmapOp[Any, Any]:
+    op = ctx.target.opreg
+    if op is None:
+        raise Skip("not an opreg op: there is no fallback to compare a kernel with")
+    return op
+
+
+def _check_batched(
+    ctx: CheckContext, op: VmapOp[Any, Any], sample: SampleInput, tol: ToleranceSpec
+) -> bool:
+    batched_op, vmap_fn = op.batched_overload, op.vmap_fn
+    if batched_op is None or vmap_fn is None or ctx.target.mutated_args:
+        return False
+    cases = vmap_cases(sample, nested=False)[:1]
+    if not cases:
+        return False
+    # in_dims 0 on every tensor argument: what vmap_fn receives (batch at dim 0 everywhere).
+    inputs = batched_sample(sample, cases[0])
+    case = f"batched operator vs vmap_fn, batch size {cases[0].sizes[0]}"
+    with ctx.step("vmap_fn", sample, case):
+        expected = ctx.run(vmap_fn, inputs)
+    with ctx.step("the batched kernel", sample, case):
+        actual = ctx.run(batched_op, inputs)
+    ctx.assert_same(expected, actual, sample, case, "the batched kernel differs from vmap_fn", tol)
+    return True
+
+
+def _compare_all(
+    ctx: CheckContext, op: VmapOp[Any, Any], tol: ToleranceSpec, device_type: str
+) -> None:
+    batched = 0
+    for sample in ctx.samples:
+        case = f"kernel for {device_type!r} vs fallback"
+        with ctx.step("the fallback", sample, case):
+            expected = ctx.run(op.fallback, sample)
+        with ctx.step("the kernel", sample, case):
+            actual = ctx.run(op, sample)
+        ctx.assert_same(expected, actual, sample, case, "the kernel differs from the fallback", tol)
+        batched += _check_batched(ctx, op, sample, tol)
+    ctx.info.update(device_type=device_type, samples=len(ctx.samples), batched_samples=batched)
+
+
+def run_kernel(ctx: CheckContext, *, exact: bool = False, triton_interpreter: bool = False) -> None:
+    """The body of the kernel check (see :func:`check_kernel`)."""
+    op = _kernel_op(ctx)
+    device_type = ctx.device.type
+    tol: ToleranceSpec = EXACT if exact else ctx.tolerance
+    use_interpreter = (
+        triton_interpreter
+        and device_type == "cpu"
+        and device_type not in op.kernel_device_types
+        and triton_info(op) is not None
+    )
+    if not use_interpreter and device_type not in op.kernel_device_types:
+        others = ", ".join(sorted(op.kernel_device_types)) or "none"
+        raise Skip(f"no kernel registered for device type {device_type!r} (kernels: {others})")
+    kernels = loaded_kernels_module()
+    if triton_info(op) is not None and kernels is not None and not kernels.has_triton():
+        raise Skip("Triton is not available here, so the Triton kernel would run the fallback")
+    try:
+        context = triton_device("cpu", [op]) if use_interpreter else nullcontext()
+        with context:
+            _compare_all(ctx, op, tol, device_type)
+    except TritonUnavailable as exc:
+        raise Skip(str(exc)) from exc
+    ctx.info["triton_interpreter"] = use_interpreter
+
+
+def check_kernel(
+    op: OpLike,
+    samples: SamplesArg = None,
+    *,
+    device: str | torch.device | None = None,
+    exact: bool = False,
+    triton_interpreter: bool = False,
+    tolerance: ToleranceSpec = None,
+) -> CheckResult:
+    """Check the op's kernel for ``device``'s type against its fallback, on every sample.
+
+    Skipped when no kernel is registered for the device type. With ``triton_interpreter`` and
+    a CPU device, an opreg-kernels Triton op gets a CPU kernel run by Triton's interpreter for
+    the duration of the check. ``exact`` demands bitwise equality (random bits);
+    integer outputs are always compared exactly. Raises :class:`CheckFailure`.
+    """
+    ctx = prepare("kernel", op, samples, device, tolerance)
+    return run_public(
+        ctx, lambda c: run_kernel(c, exact=exact, triton_interpreter=triton_interpreter)
+    )

@@ -1,0 +1,99 @@
+"""opcheck check: ``torch.library.opcheck`` on every sample, with a choice of its test utils."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from opreg_core import SampleInput
+
+from ..report import CheckResult
+from ..samples import SamplesArg, clone_sample
+from ..target import OpLike
+from ._common import CheckContext, format_exception, prepare, run_public
+
+#: The test utils of ``torch.library.opcheck`` (all run by default).
+OPCHECK_UTILS: tuple[str, ...] = (
+    "test_schema",
+    "test_autograd_registration",
+    "test_faketensor",
+    "test_aot_dispatch_dynamic",
+)
+
+
+def check_utils(test_utils: str | Sequence[str]) -> tuple[str, ...]:
+    """Validate ``test_utils`` (a name or names from :data:`OPCHECK_UTILS`)."""
+    utils = (test_utils,) if isinstance(test_utils, str) else tuple(test_utils)
+    unknown = [u for u in utils if u not in OPCHECK_UTILS]
+    if unknown or not utils:
+        raise ValueError(
+            f"unknown opcheck test util(s) {unknown or list(utils)}; "
+            f"choose from {', '.join(OPCHECK_UTILS)}"
+        )
+    return utils
+
+
+def _with_grad(sample: SampleInput) -> SampleInput:
+    """A copy whose floating tensor args require grad (so opcheck also tests the backward)."""
+    copy = clone_sample(sample)
+    args = tuple(
+        a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
+        for a in copy.args
+    )
+    return SampleInput(args, copy.kwargs, copy.name)
+
+
+def _grad_samples(ctx: CheckContext) -> bool:
+    op = ctx.target.opreg
+    return op is not None and op.has_backward and not op.mutates_args
+
+
+def run_opcheck(ctx: CheckContext, *, test_utils: Sequence[str] = OPCHECK_UTILS) -> None:
+    """The body of the opcheck check (see :func:`check_opcheck`)."""
+    utils = check_utils(test_utils)
+    with_grad = _grad_samples(ctx)
+    for sample in ctx.samples:
+        runs = [(clone_sample(sample), "")]
+        if with_grad:
+            runs.append((_with_grad(sample), ", inputs require grad"))
+        for inputs, note in runs:
+            for util in utils:
+                case = f"torch.library.opcheck, {util}{note}"
+                with ctx.step("opcheck", sample, case):
+                    result = torch.library.opcheck(
+                        ctx.target.overload,
+                        inputs.args,
+                        inputs.kwargs,
+                        test_utils=util,
+                        raise_exception=False,
+                    )
+                outcome = result.get(util)
+                if outcome != "SUCCESS":
+                    detail = (
+                        format_exception(outcome)
+                        if isinstance(outcome, BaseException)
+                        else str(outcome)
+                    )
+                    failure = ctx.failure(f"{util} failed: {detail}", sample, case)
+                    if isinstance(outcome, BaseException):
+                        raise failure from outcome
+                    raise failure
+    ctx.info.update(test_utils=list(utils), requires_grad_samples=with_grad)
+
+
+def check_opcheck(
+    op: OpLike,
+    samples: SamplesArg = None,
+    *,
+    device: str | torch.device | None = None,
+    test_utils: str | Sequence[str] = OPCHECK_UTILS,
+) -> CheckResult:
+    """Run ``torch.library.opcheck`` on every sample with the chosen ``test_utils``.
+
+    For opreg ops with a backward each sample also runs with inputs that require grad, so the
+    backward goes through opcheck as well. Raises :class:`CheckFailure` naming the failing util.
+    """
+    utils = check_utils(test_utils)
+    ctx = prepare("opcheck", op, samples, device)
+    return run_public(ctx, lambda c: run_opcheck(c, test_utils=utils))

@@ -1,0 +1,52 @@
+"""Which devices the checks can run on, and parsing device names from options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+#: The pseudo-device under which Triton kernels run on CPU through Triton's interpreter.
+TRITON_CPU = "triton-cpu"
+
+
+def available_devices() -> tuple[str, ...]:
+    """``"cpu"``, then ``"cuda"`` when a CUDA device is present."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    return tuple(found)
+
+
+def cuda_device_count() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def parse_devices(values: Iterable[str]) -> tuple[str, ...]:
+    """Device names from options: each item may list several, comma-separated.
+
+    Accepts what ``torch.device`` accepts (``cpu``, ``cuda``, ``cuda:1``) and ``triton-cpu``;
+    ``ValueError`` otherwise. Order is kept, duplicates dropped.
+    """
+    names: list[str] = []
+    for value in values:
+        for item in value.split(","):
+            name = item.strip().lower()
+            if not name:
+                continue
+            if name != TRITON_CPU:
+                try:
+                    torch.device(name)
+                except RuntimeError:
+                    raise ValueError(
+                        f"unknown device {item.strip()!r}: use cpu, cuda, cuda:N or {TRITON_CPU}"
+                    ) from None
+            names.append(name)
+    if not names:
+        raise ValueError("no device given")
+    return tuple(dict.fromkeys(names))
+
+
+def torch_device(name: str) -> torch.device:
+    """The torch device of a device name (``triton-cpu`` runs on the CPU)."""
+    return torch.device("cpu" if name == TRITON_CPU else name)

@@ -1,0 +1,159 @@
+"""Running Triton kernels on CPU through Triton's interpreter, for the kernel check.
+
+``TRITON_INTERPRET=1`` must be in the environment before a ``@triton.jit`` kernel is
+*defined* (Triton decides between compiling and interpreting when the decorator runs), so
+before the module holding the kernels is imported. opreg-kernels imports its kernel modules
+on the first launch, so enabling the interpreter any time before the first kernel runs
+works; a kernel module imported earlier (for CUDA) stays compiled for the GPU.
+
+opreg-kernels is optional: it is imported only when Triton ops are asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from opreg_core import VmapOp, registered_ops
+
+#: The environment variable that makes ``@triton.jit`` kernels run in Triton's interpreter.
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+class TritonUnavailable(RuntimeError):
+    """Triton (or opreg-kernels, for Triton ops) is not installed or cannot run here."""
+
+
+def triton_installed() -> bool:
+    """Whether the ``triton`` package can be found (without importing it)."""
+    return "triton" in sys.modules or importlib.util.find_spec("triton") is not None
+
+
+def interpreter_enabled() -> bool:
+    """Whether ``TRITON_INTERPRET=1`` is set."""
+    return os.environ.get(INTERPRET_ENV, "") == "1"
+
+
+def enable_interpreter() -> None:
+    """Set ``TRITON_INTERPRET=1`` (see the module docstring for when this must happen)."""
+    os.environ[INTERPRET_ENV] = "1"
+
+
+def kernels_module() -> ModuleType | None:
+    """``opreg_kernels`` if it is installed (imported on demand), else None."""
+    try:
+        return importlib.import_module("opreg_kernels")
+    except ModuleNotFoundError as exc:
+        if exc.name != "opreg_kernels":
+            raise
+        return None
+
+
+def loaded_kernels_module() -> ModuleType | None:
+    """``opreg_kernels`` if something already imported it (never imports it)."""
+    return sys.modules.get("opreg_kernels")
+
+
+def triton_info(op: VmapOp[Any, Any]) -> Any | None:
+    """opreg-kernels' ``TritonKernelInfo`` of ``op``, or None for an op without Triton kernels."""
+    kernels = loaded_kernels_module()
+    if kernels is None:
+        return None
+    try:
+        return kernels.triton_kernel_info(op)
+    except ValueError:
+        return None
+
+
+def triton_can_run() -> bool:
+    """Whether Triton kernels really run (opreg-kernels' ``has_triton()``; False without it)."""
+    kernels = loaded_kernels_module()
+    return bool(kernels is not None and kernels.has_triton())
+
+
+@dataclass
+class TritonDevice:
+    """What :func:`triton_device` changed, so that it can undo exactly that."""
+
+    device_type: str
+    ops: list[str] = field(default_factory=list)  #: ops that got a kernel for the device type
+    previous_env: str | None = None
+    registered_type: bool = False
+
+    def add(self, op: VmapOp[Any, Any]) -> bool:
+        """Give ``op`` (a Triton op) a kernel for the device type; False if it is not one."""
+        info = triton_info(op)
+        if info is None or self.device_type in info.device_types:
+            return False
+        if info.add_device_type(self.device_type):
+            self.ops.append(op.qualname)
+            return True
+        return False
+
+
+def _restore_env(previous: str | None) -> None:
+    if previous is None:
+        os.environ.pop(INTERPRET_ENV, None)
+    else:
+        os.environ[INTERPRET_ENV] = previous
+
+
+@contextmanager
+def triton_device(
+    device_type: str = "cpu",
+    ops: Iterable[VmapOp[Any, Any]] | None = None,
+    *,
+    interpret: bool = True,
+) -> Iterator[TritonDevice]:
+    """Serve ``device_type`` with the Triton kernels of opreg-kernels ops, then undo it.
+
+    With ``interpret`` (default) ``TRITON_INTERPRET=1`` is set for the duration. The device
+    type becomes a default Triton device type (ops registered inside the block get it too),
+    and every op in ``ops`` (default: every live Triton op) gets a kernel for it. On exit the
+    kernels added here are removed, the device type is unregistered again, and the
+    environment restored. Raises :class:`TritonUnavailable` without Triton or opreg-kernels.
+    """
+    if not triton_installed():
+        raise TritonUnavailable("Triton is not installed")
+    kernels = kernels_module()
+    if kernels is None:
+        raise TritonUnavailable(
+            "opreg-kernels is not installed (pip install 'opreg-testing[kernels]')"
+        )
+    state = TritonDevice(device_type.strip().lower(), previous_env=os.environ.get(INTERPRET_ENV))
+    if interpret:
+        enable_interpreter()
+    try:
+        if state.device_type not in kernels.triton_device_types():
+            kernels.register_triton_device_type(state.device_type)
+            state.registered_type = True
+        for op in registered_ops() if ops is None else ops:
+            state.add(op)
+        yield state
+    finally:
+        for qualname in state.ops:
+            info = triton_info_by_name(qualname)
+            if info is not None:
+                info.remove_device_type(state.device_type)
+        if state.registered_type:
+            unregister = getattr(kernels, "unregister_triton_device_type", None)
+            if unregister is not None:
+                unregister(state.device_type)
+        _restore_env(state.previous_env)
+
+
+def triton_info_by_name(qualname: str) -> Any | None:
+    kernels = loaded_kernels_module()
+    if kernels is None:
+        return None
+    try:
+        return kernels.triton_kernel_info(qualname)
+    except ValueError:
+        return None

@@ -1,0 +1,110 @@
+"""Structured results: one :class:`CheckResult` per check, an :class:`OpReport` per op."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import CheckFailure, OpCheckFailed
+
+Status = Literal["passed", "failed", "skipped"]
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check on one op.
+
+    ``reason`` says why a check was skipped, or (one line) why it failed; ``failure`` holds the
+    full :class:`CheckFailure`. ``info`` carries check-specific facts, e.g. for vmap which
+    batching path ran (``info["batching"]``).
+    """
+
+    check: str
+    op: str
+    status: Status
+    duration: float = 0.0
+    reason: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    failure: CheckFailure | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == "skipped"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the failure as its full message)."""
+        return {
+            "check": self.check,
+            "op": self.op,
+            "status": self.status,
+            "duration_s": round(self.duration, 4),
+            "reason": self.reason,
+            "message": str(self.failure) if self.failure is not None else None,
+            "info": self.info,
+        }
+
+
+@dataclass
+class OpReport:
+    """Every check that ran on one op (on one device)."""
+
+    op: str
+    device: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No check failed (skipped checks do not count against the op)."""
+        return not any(r.failed for r in self.results)
+
+    @property
+    def failures(self) -> list[CheckFailure]:
+        return [r.failure for r in self.results if r.failure is not None]
+
+    def by_status(self, status: Status) -> list[str]:
+        """Names of the checks that ended with ``status``."""
+        return [r.check for r in self.results if r.status == status]
+
+    def __getitem__(self, check: str) -> CheckResult:
+        for result in self.results:
+            if result.check == check:
+                return result
+        ran = ", ".join(r.check for r in self.results)
+        raise KeyError(f"check {check!r} did not run on {self.op} (ran: {ran})")
+
+    def raise_for_failures(self) -> None:
+        """Raise the failure of a failed check (``OpCheckFailed`` for several); else nothing."""
+        failures = self.failures
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise OpCheckFailed(failures)
+
+    def summary(self) -> str:
+        """``op on device: passed fake, vmap; skipped kernel (why)``: one line per status."""
+        parts = []
+        for status in ("failed", "passed", "skipped"):
+            names = [
+                r.check + (f" ({r.reason})" if status != "passed" and r.reason else "")
+                for r in self.results
+                if r.status == status
+            ]
+            if names:
+                parts.append(f"{status} {', '.join(names)}")
+        return f"{self.op} on {self.device}: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "device": self.device,
+            "ok": self.ok,
+            "results": [r.to_dict() for r in self.results],
+        }

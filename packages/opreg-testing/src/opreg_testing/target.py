@@ -1,0 +1,82 @@
+"""What the checks need to know about an op: opreg ops and plain PyTorch operators alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._library.custom_ops import CustomOpDef
+from torch._ops import OpOverload, OpOverloadPacket
+
+from opreg_core import VmapOp
+
+#: What the check functions accept as ``op``.
+OpLike = VmapOp[..., Any] | OpOverload[..., Any] | OpOverloadPacket[..., Any] | CustomOpDef
+
+
+@dataclass(frozen=True)
+class Target:
+    """An op resolved for checking: its name, its ``OpOverload`` and, for opreg ops, the op."""
+
+    name: str
+    overload: OpOverload[..., Any]
+    opreg: VmapOp[..., Any] | None
+
+    @property
+    def call(self) -> Callable[..., Any]:
+        """The callable the checks run (the op itself: the dispatcher entry point)."""
+        return self.opreg if self.opreg is not None else self.overload
+
+    @property
+    def schema(self) -> torch.FunctionSchema:
+        return self.overload._schema
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """Names of the positional parameters, in order."""
+        return tuple(a.name for a in self.schema.arguments if not a.kwarg_only)
+
+    @property
+    def mutated_args(self) -> tuple[str, ...]:
+        """Names of the parameters the op writes to (from the schema)."""
+        return tuple(
+            a.name
+            for a in self.schema.arguments
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+
+    def has_batching_rule(self) -> bool:
+        """Whether a kernel on ``FuncTorchBatched`` exists (otherwise vmap loops per sample)."""
+        name = overload_name(self.overload)
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, "FuncTorchBatched"))
+
+
+def overload_name(overload: OpOverload[..., Any]) -> str:
+    """``"namespace::name"`` or ``"namespace::name.overload"`` (torch leaves ``name()`` untyped)."""
+    name: str = overload.name()  # type: ignore[no-untyped-call]
+    return name
+
+
+def resolve(op: object) -> Target:
+    """Resolve ``op`` for the checks; ``TypeError`` says what is accepted."""
+    if isinstance(op, VmapOp):
+        return Target(op.qualname, op.overload, op)
+    if isinstance(op, CustomOpDef):
+        overload: OpOverload[..., Any] = op._opoverload
+        return Target(overload_name(overload), overload, None)
+    if isinstance(op, OpOverload):
+        return Target(overload_name(op), op, None)
+    if isinstance(op, OpOverloadPacket):
+        overloads: list[str] = op.overloads()  # type: ignore[no-untyped-call]
+        if len(overloads) != 1:
+            raise TypeError(
+                f"{op._qualified_op_name} has several overloads ({', '.join(overloads)}); "
+                "pass one of them, e.g. torch.ops.ns.name.default"
+            )
+        return resolve(getattr(op, overloads[0]))
+    raise TypeError(
+        "expected an opreg op (from register_vmap_op), a torch OpOverload or OpOverloadPacket, "
+        f"or a torch.library.custom_op; got {type(op).__name__}: {op!r}"
+    )
