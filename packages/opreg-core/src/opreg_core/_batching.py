@@ -135,20 +135,6 @@ def _select(value: Any, dim: InDim, index: int) -> Any:
     return value
 
 
-def _needs_grad(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            if a.requires_grad:
-                return True
-        elif isinstance(a, (list, tuple)) and any(
-            isinstance(t, torch.Tensor) and t.requires_grad for t in a
-        ):
-            return True
-    return False
-
-
 def _unwrap_all(
     args: tuple[Any, ...], kwargs: dict[str, Any], level: int
 ) -> tuple[list[Any], list[InDim], dict[str, tuple[Any, InDim]], int]:
@@ -193,7 +179,6 @@ class BatchingRules:
         out_dims: OutDims,
         wrap_inputs: Callable[..., Any] | None,
         max_level: int | None,
-        has_autograd_kernel: bool,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -203,7 +188,6 @@ class BatchingRules:
         self.max_level = max_level
         self.stats = VmapStats()
         self.single_tensor = len(out_dims) == 1
-        self.has_autograd_kernel = has_autograd_kernel
         self._depth = threading.local()
 
     # -- outputs ------------------------------------------------------------------------------
@@ -257,14 +241,6 @@ class BatchingRules:
         self._depth.value = depth
         return previous
 
-    def _call_batched(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        """Call the batched op one level down; when no input needs a gradient, below autograd
-        (what its autograd kernel would do anyway, minus a Python round trip)."""
-        if self.has_autograd_kernel and not _needs_grad(args, kwargs):
-            with torch._C._AutoDispatchBelowAutograd():
-                return call_one_level_down(self.batched_op, args, kwargs)
-        return call_one_level_down(self.batched_op, args, kwargs)
-
     # -- kernels ------------------------------------------------------------------------------
     def op_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the op on ``FuncTorchBatched``: the innermost vmap level."""
@@ -288,11 +264,11 @@ class BatchingRules:
                 )
         self.stats.fast += 1
         if self.max_level is None:
-            out = self._call_batched(new_args, new_kwargs)
+            out = call_one_level_down(self.batched_op, new_args, new_kwargs)
         else:
             previous = self._enter(1)
             try:
-                out = self._call_batched(new_args, new_kwargs)
+                out = call_one_level_down(self.batched_op, new_args, new_kwargs)
             finally:
                 self._depth.value = previous
         if self.single_tensor and isinstance(out, torch.Tensor):
@@ -325,7 +301,7 @@ class BatchingRules:
         self.stats.nested += 1
         previous = self._enter(depth)
         try:
-            out = self._call_batched(new_args, new_kwargs)
+            out = call_one_level_down(self.batched_op, new_args, new_kwargs)
         finally:
             self._depth.value = previous
         outs = self._check_outputs(out, batch * inner)

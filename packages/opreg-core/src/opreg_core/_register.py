@@ -274,19 +274,13 @@ def _build(
             batched_name, checked_arity(o.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn"
         )
         rules = BatchingRules(
-            qualname,
-            main._op,
-            batched._op,
-            out_dims,
-            o.vmap_wrap_inputs,
-            o.max_vmap_level,
-            o.differentiable,
+            qualname, main._op, batched._op, out_dims, o.vmap_wrap_inputs, o.max_vmap_level
         )
         reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
         reg.impl(batched_name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
     elif signature.returns_list:
         # PyTorch's per-sample fallback cannot stack list outputs; loop here instead.
-        rules = BatchingRules(qualname, main._op, main._op, out_dims, None, 0, False)
+        rules = BatchingRules(qualname, main._op, main._op, out_dims, None, 0)
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
 
     if signature.mutated:
