@@ -14,7 +14,6 @@ is installed and no CUDA device is present.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -55,8 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="opreg_devices",
         metavar="DEVICES",
         help="devices for tests using the opreg_device fixture: cpu, cuda, cuda:N, triton-cpu "
-        "(comma-separated or repeated). Default: cpu, cuda if present, and triton-cpu when "
-        "Triton's interpreter is on and opreg-kernels is installed.",
+        "(comma-separated or repeated). Default: cpu, and cuda if present. triton-cpu is the "
+        "CPU with the Triton kernels of opreg-kernels ops run by Triton's interpreter.",
     )
     group.addoption(
         "--opreg-triton-interpret",
@@ -86,13 +85,6 @@ def _interpret_mode(config: pytest.Config) -> str:
     return mode
 
 
-def _default_devices() -> tuple[str, ...]:
-    devices = list(available_devices())
-    if interpreter_enabled() and triton_installed() and importlib.util.find_spec("opreg_kernels"):
-        devices.append(TRITON_CPU)
-    return tuple(devices)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
@@ -101,14 +93,15 @@ def pytest_configure(config: pytest.Config) -> None:
         enable_interpreter()
     chosen: list[str] = config.getoption("opreg_devices") or list(config.getini("opreg_devices"))
     try:
-        devices = parse_devices(chosen) if chosen else _default_devices()
+        devices = parse_devices(chosen) if chosen else available_devices()
     except ValueError as exc:
         raise pytest.UsageError(f"--opreg-device: {exc}") from None
     config.stash[_DEVICES] = devices
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    chosen: tuple[str, ...] = config.stash[_DEVICES] if _DEVICES in config.stash else ()
+    empty: tuple[str, ...] = ()
+    chosen = config.stash.get(_DEVICES, empty)
     devices = ", ".join(chosen)
     interpreter = "on" if interpreter_enabled() else "off"
     return f"opreg: devices {devices}; Triton interpreter {interpreter}"

@@ -1,0 +1,90 @@
+"""Two example operators registered with opreg, each with its own sample inputs.
+
+Their names follow opreg's default rule (``<module>::<function>``), so they are
+``downstream_ops::pairwise_sqdist`` and ``downstream_ops::nearest_index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from opreg_core import SampleInput, register_vmap_op
+
+__all__ = ["nearest_index", "pairwise_sqdist"]
+
+
+def _sqdist(x: Tensor, y: Tensor) -> Tensor:
+    """``out[..., i, j] = |x[..., i, :] - y[..., j, :]|^2`` for any leading batch dims."""
+    return (x.unsqueeze(-2) - y.unsqueeze(-3)).pow(2).sum(-1)
+
+
+def _sqdist_fake(x: Tensor, y: Tensor) -> Tensor:
+    return x.new_empty(x.shape[0], y.shape[0])
+
+
+def _sqdist_fake_batched(x: Tensor, y: Tensor) -> Tensor:
+    return x.new_empty(x.shape[0], x.shape[1], y.shape[1])
+
+
+def _sqdist_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _sqdist_backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+    x, y = ctx.saved_tensors
+    grad_x = 2 * (grad.sum(1, keepdim=True) * x - grad @ y)
+    grad_y = 2 * (grad.sum(0).unsqueeze(1) * y - grad.t() @ x)
+    return grad_x, grad_y
+
+
+def _points(device: torch.device) -> Iterator[SampleInput]:
+    yield SampleInput(
+        (torch.randn(4, 3, device=device), torch.randn(5, 3, device=device)), name="4x3, 5x3"
+    )
+    yield SampleInput(
+        (torch.randn(1, 2, device=device), torch.randn(3, 2, device=device)), name="one row"
+    )
+    yield SampleInput(
+        (
+            torch.randn(3, 2, dtype=torch.float64, device=device),
+            torch.randn(2, 2, dtype=torch.float64, device=device),
+        ),
+        name="float64",
+    )
+
+
+@register_vmap_op(
+    fake_fn=_sqdist_fake,
+    vmap_fn=_sqdist,  # the same formula handles a leading batch dim
+    fake_vmap_fn=_sqdist_fake_batched,
+    backward=_sqdist_backward,
+    setup_context=_sqdist_setup,
+    sample_inputs=_points,
+)
+def pairwise_sqdist(x: Tensor, y: Tensor) -> Tensor:
+    """Squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d): (n, m)."""
+    return _sqdist(x, y)
+
+
+def _nearest_fake(x: Tensor, centers: Tensor) -> Tensor:
+    return x.new_empty(x.shape[0], dtype=torch.int64)
+
+
+def _nearest_fake_batched(x: Tensor, centers: Tensor) -> Tensor:
+    return x.new_empty(x.shape[0], x.shape[1], dtype=torch.int64)
+
+
+@register_vmap_op(
+    fake_fn=_nearest_fake,
+    vmap_fn=lambda x, centers: _sqdist(x, centers).argmin(-1),
+    fake_vmap_fn=_nearest_fake_batched,
+    differentiable=False,  # an index: no gradient by nature
+    sample_inputs=_points,
+)
+def nearest_index(x: Tensor, centers: Tensor) -> Tensor:
+    """For each row of ``x`` (n, d), the index of the nearest row of ``centers`` (k, d): (n,)."""
+    return _sqdist(x, centers).argmin(-1)

@@ -1,0 +1,107 @@
+"""``check_op``: which checks ran, passed, failed or were skipped and why; option checking."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+from opreg_testing import (
+    ALL_CHECKS,
+    CheckFailure,
+    CheckResult,
+    NoSamplesError,
+    OpCheckFailed,
+    SampleInput,
+    check_op,
+)
+
+Register = Callable[..., Any]
+
+
+def double(x: Tensor) -> Tensor:
+    return 2 * x
+
+
+def samples(device: torch.device) -> list[SampleInput]:
+    return [SampleInput((torch.randn(2, 3, device=device),), name="2x3")]
+
+
+def test_report_lists_every_check_in_order_with_status_and_reason(register: Register) -> None:
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=samples)
+    seen: list[CheckResult] = []
+    report = check_op(op, checks=["vmap", "fake", "kernel", "autograd"], progress=seen.append)
+    assert (
+        [r.check for r in report.results]
+        == ["vmap", "fake", "kernel", "autograd"]
+        == [r.check for r in seen]
+    )
+    assert report.ok and report.op == op.qualname and report.device == "cpu"
+    assert report.by_status("passed") == ["vmap", "fake"]
+    assert report.by_status("skipped") == ["kernel", "autograd"]
+    assert report["autograd"].reason == "the op has no backward"
+    assert all(r.duration >= 0 for r in report.results)
+    assert report.summary() == (
+        f"{op.qualname} on cpu: passed vmap, fake; skipped kernel (no kernel registered for "
+        "device type 'cpu' (kernels: none)), autograd (the op has no backward)"
+    )
+    with pytest.raises(KeyError, match="check 'opcheck' did not run"):
+        report["opcheck"]
+
+
+def test_failures_are_recorded_not_raised_until_asked(register: Register) -> None:
+    op = register(double, fake_fn=lambda x: x.new_empty(1), sample_inputs=samples)
+    op.register_kernel("cpu", lambda x: 3 * x)
+    report = check_op(op, checks="fake,kernel,vmap")
+    assert not report.ok
+    assert report.by_status("failed") == ["fake", "kernel"]
+    assert report["fake"].reason == (
+        "the fake implementation of the op disagrees with the real output: "
+        "output: shape (1,), expected (2, 3)"
+    )
+    with pytest.raises(OpCheckFailed) as info:
+        report.raise_for_failures()
+    assert [f.check for f in info.value.failures] == ["fake", "kernel"]
+    single = check_op(op, checks=["kernel"])
+    with pytest.raises(CheckFailure, match="opreg kernel check failed"):
+        single.raise_for_failures()
+
+
+def test_report_is_json_ready(register: Register) -> None:
+    op = register(double, fake_fn=lambda x: x.new_empty(1), sample_inputs=samples)
+    data = json.loads(json.dumps(check_op(op, checks=["fake", "vmap"]).to_dict()))
+    assert data["ok"] is False
+    fake, vmap = data["results"]
+    assert fake["status"] == "failed" and fake["message"].startswith("opreg fake check failed")
+    assert vmap["status"] == "passed" and vmap["info"]["batching"] == "PyTorch per-sample fallback"
+
+
+def test_all_checks_by_default_and_options_reach_the_checks(register: Register) -> None:
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=samples)
+    report = check_op(op, options={"compile": {"backend": "aot_eager", "vmap": False}})
+    assert [r.check for r in report.results] == list(ALL_CHECKS)
+    assert report["compile"].info == {"backend": "aot_eager", "dynamic": False, "vmap_cases": 0}
+
+
+def test_explicit_samples_and_device(register: Register) -> None:
+    op = register(double, fake_fn=torch.empty_like)
+    report = check_op(op, [(torch.ones(3),)], checks="fake", device="cpu")
+    assert report.ok and report.device == "cpu"
+
+
+def test_bad_arguments_raise(register: Register) -> None:
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=samples)
+    with pytest.raises(ValueError, match="unknown check\\(s\\) 'fast'; choose from fake, vmap"):
+        check_op(op, checks=["fake", "fast"])
+    with pytest.raises(ValueError, match="checks must name at least one"):
+        check_op(op, checks=[])
+    with pytest.raises(ValueError, match="options for unknown check 'speed'"):
+        check_op(op, options={"speed": {}})
+    with pytest.raises(TypeError, match="unknown option\\(s\\) 'backnd' for the compile check"):
+        check_op(op, options={"compile": {"backnd": "eager"}})
+    with pytest.raises(NoSamplesError):
+        check_op(register(double, name=op.namespace + "::bare", fake_fn=torch.empty_like))

@@ -1,0 +1,53 @@
+"""Small building blocks: device names, throwaway namespaces, finding a module's ops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor
+
+from opreg_core import get_op, register_vmap_op
+from opreg_testing import TRITON_CPU, available_devices, fresh_namespace, ops_in, parametrize_ops
+from opreg_testing.devices import parse_devices, torch_device
+
+
+def test_available_devices_start_with_cpu() -> None:
+    devices = available_devices()
+    assert devices[0] == "cpu"
+    assert ("cuda" in devices) == torch.cuda.is_available()
+
+
+def test_parse_devices_accepts_lists_and_rejects_unknown_names() -> None:
+    assert parse_devices(["cpu,cuda:1", " CPU ", TRITON_CPU]) == ("cpu", "cuda:1", TRITON_CPU)
+    assert torch_device(TRITON_CPU) == torch.device("cpu")
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        parse_devices(["gpu"])
+    with pytest.raises(ValueError, match="no device given"):
+        parse_devices([" , "])
+
+
+def test_fresh_namespace_removes_its_ops() -> None:
+    def ident(x: Tensor) -> Tensor:
+        return x.clone()
+
+    with fresh_namespace("mytests") as ns:
+        assert ns.name.startswith("mytests_")
+        op = register_vmap_op(ident, fake_fn=torch.empty_like, name=ns.qualname("ident"))
+        assert ns.ops() == (op,) and get_op(op.qualname) is op
+    with pytest.raises(KeyError):
+        get_op(op.qualname)
+    with fresh_namespace() as other:
+        assert other.name != ns.name
+    with pytest.raises(ValueError, match="namespace prefix"), fresh_namespace("1bad"):
+        pass
+
+
+def test_ops_in_finds_a_modules_ops() -> None:
+    kernels = pytest.importorskip("opreg_kernels")
+    names = {op.qualname for op in ops_in("opreg_kernels")}
+    assert {"opreg::fused_add", "opreg::philox_uniform", "opreg::philox_normal"} <= names
+    assert ops_in(kernels) == ops_in("opreg_kernels")
+    with pytest.raises(ModuleNotFoundError):
+        ops_in("no_such_module_anywhere")
+    with pytest.raises(ValueError, match="registered no opreg op"):
+        parametrize_ops("json")
