@@ -209,3 +209,16 @@ def test_public_api_is_declared() -> None:
     for name in opreg_core.__all__:
         assert hasattr(opreg_core, name), name
     assert (Path(opreg_core.__file__).parent / "py.typed").exists()
+
+
+def test_chain_of_reregistrations_keeps_every_handle_live(ns: str) -> None:
+    handles = [
+        register_vmap_op(
+            lambda x, k=k: x * k, fake_fn=_fake, name=f"{ns}::chain", schema="(Tensor x) -> Tensor"
+        )
+        for k in (1.0, 2.0, 3.0, 4.0)
+    ]
+    x = torch.ones(2)
+    for handle in handles:
+        torch.testing.assert_close(handle(x), x * 4)
+        assert handle.overload is handles[-1].overload

@@ -21,7 +21,7 @@ from ._batching import BatchingRules, VmapStats
 from ._naming import BATCHED_SUFFIX, default_name, split_name
 from ._op import KernelHandle, Registration, SampleInputs, VmapOp
 from ._signature import Signature, infer_schema, parse_signature
-from ._torch_private import Library, operator_exists, rebind_call
+from ._torch_private import Library, operator_exists
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -236,10 +236,7 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
         except BaseException:
             reg.lib.destroy()
             raise
-        if previous is not None:
-            # Old handles of the op keep working and call the new definition.
-            rebind_call(type(previous), op.overload)
-        _registry.add(op)
+        _registry.add(op)  # earlier handles of the name now call the new definition
     return op
 
 

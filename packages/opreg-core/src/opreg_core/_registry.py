@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from ._op import VmapOp
+from ._torch_private import rebind_call
 
 _lock = threading.RLock()
 _ops: dict[str, VmapOp[Any, Any]] = {}
+#: Earlier handles of each name, updated on re-registration so every handle is the live op.
+_earlier: dict[str, list[weakref.ref[VmapOp[Any, Any]]]] = {}
 
 
 def registry_lock() -> threading.RLock:
@@ -21,6 +25,20 @@ def lookup(qualname: str) -> VmapOp[Any, Any] | None:
 
 
 def add(op: VmapOp[Any, Any]) -> None:
+    """Record ``op``; earlier handles of its name become the same op (attributes and calls)."""
+    previous = _ops.get(op.qualname)
+    handles = _earlier.setdefault(op.qualname, [])
+    if previous is not None:
+        handles.append(weakref.ref(previous))
+    alive = []
+    for ref in handles:
+        old = ref()
+        if old is None:
+            continue
+        old.__dict__.update(op.__dict__)
+        rebind_call(type(old), op.overload)
+        alive.append(ref)
+    handles[:] = alive
     _ops[op.qualname] = op
 
 
@@ -46,6 +64,7 @@ def unregister(qualname: str) -> None:
     """Remove an op and every kernel opreg registered for it (tests use this for cleanup)."""
     with _lock:
         op = _ops.pop(qualname, None)
+        _earlier.pop(qualname, None)
         if op is not None:
             destroy(op)
 
