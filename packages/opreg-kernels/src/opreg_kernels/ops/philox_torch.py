@@ -106,7 +106,7 @@ def philox_uniform_rows(seeds: torch.Tensor, n: int, counter: int) -> torch.Tens
 
 def philox_normal_rows(seeds: torch.Tensor, n: int, counter: int) -> torch.Tensor:
     """``(seeds.numel(), n)`` float32 standard normals from consecutive uniform pairs."""
-    calls = (n + 3) // 4
-    pairs = words_to_uniform(philox_words(seeds, calls, counter)).reshape(-1, 2 * calls, 2)
+    rows, calls = seeds.numel(), (n + 3) // 4
+    pairs = words_to_uniform(philox_words(seeds, calls, counter)).reshape(rows, 2 * calls, 2)
     z1, z2 = box_muller(pairs[..., 0], pairs[..., 1])
-    return torch.stack([z1, z2], dim=-1).reshape(-1, 4 * calls)[:, :n].contiguous()
+    return torch.stack([z1, z2], dim=-1).reshape(rows, 4 * calls)[:, :n].contiguous()

@@ -1,0 +1,66 @@
+"""Backend detection: has_triton, the Triton device-type set, triton_supports_device."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+import opreg_kernels
+from opreg_kernels import backend
+
+
+@pytest.fixture
+def device_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restore the global Triton device-type set after the test."""
+    monkeypatch.setattr(backend, "_device_types", backend._device_types)
+
+
+def test_default_device_types_are_cuda_only() -> None:
+    assert opreg_kernels.triton_device_types() == frozenset({"cuda"})
+
+
+def test_register_triton_device_type_normalises_and_ignores_empty(device_types: None) -> None:
+    opreg_kernels.register_triton_device_type("  NPU ")
+    opreg_kernels.register_triton_device_type("")
+    opreg_kernels.register_triton_device_type("   ")
+    opreg_kernels.register_triton_device_type("cuda")
+    assert opreg_kernels.triton_device_types() == frozenset({"cuda", "npu"})
+    with pytest.raises(TypeError, match=r"register_triton_device_type.*str"):
+        opreg_kernels.register_triton_device_type(3)  # type: ignore[arg-type]
+
+
+def test_has_triton_reflects_whether_triton_imports() -> None:
+    installed = importlib.util.find_spec("triton") is not None
+    disabled = backend._disabled_by_env()
+    assert opreg_kernels.has_triton() == (installed and not disabled)
+    assert opreg_kernels.has_triton() is opreg_kernels.has_triton()  # cached
+
+
+@pytest.mark.parametrize(
+    ("device", "expected_type"),
+    [
+        ("cuda", "cuda"),
+        ("cuda:1", "cuda"),
+        (" CUDA:0 ", "cuda"),
+        (torch.device("cuda", 3), "cuda"),
+        ("cpu", None),
+        (torch.device("cpu"), None),
+        ("npu", None),
+        ("npu:0", None),
+        ("", None),
+        ("not a device", None),
+        (None, None),
+        (0, None),
+        (object(), None),
+    ],
+)
+def test_triton_supports_device_never_raises(device: object, expected_type: str | None) -> None:
+    expected = expected_type is not None and opreg_kernels.has_triton()
+    assert opreg_kernels.triton_supports_device(device) is expected
+
+
+def test_triton_supports_device_follows_registered_types(device_types: None) -> None:
+    opreg_kernels.register_triton_device_type("npu")
+    assert opreg_kernels.triton_supports_device("npu:1") is opreg_kernels.has_triton()

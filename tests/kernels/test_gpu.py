@@ -1,0 +1,156 @@
+"""CUDA-only behaviour: the device guard on several GPUs, CUDA graphs, 64-bit indexing.
+
+Skipped without CUDA (and when TRITON_INTERPRET=1): ``benchmarks/gpu/run_gpu.sh`` runs it
+on the H200 machines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import opreg_kernels
+from opreg_kernels import fused_add, philox_normal, philox_uniform
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+    reason="needs a CUDA device and compiled Triton kernels",
+)
+
+needs_two_gpus = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs"
+)
+
+
+@pytest.fixture(autouse=True)
+def _triton_available() -> None:
+    if not opreg_kernels.has_triton():
+        pytest.skip("Triton is not available")
+
+
+# The first launch of each kernel happens on cuda:1 while cuda:0 is current: the case
+# that fails or poisons Triton's per-device state without a guard. Fresh process, so
+# that no kernel was compiled or loaded before.
+_GUARD_SCRIPT = """
+import json, torch
+import opreg_kernels as ok
+torch.cuda.set_device(0)
+out = {}
+x1 = torch.randn(1 << 20, device="cuda:1")
+s1 = torch.arange(64, device="cuda:1")
+a1 = ok.fused_add(x1, x1)
+u1 = ok.philox_uniform(s1, 1000, 3)
+z1 = ok.philox_normal(s1, 1000, 3)
+v1 = torch.vmap(ok.philox_uniform, in_dims=(0, None))(s1.reshape(8, 8), 100)
+torch.cuda.synchronize(1)
+out["current_after_cuda1"] = torch.cuda.current_device()
+out["cuda1_add_ok"] = bool(torch.equal(a1, x1 + x1))
+s = s1.cpu()
+out["cuda1_uniform_ok"] = bool(torch.equal(u1.cpu(), ok.philox_uniform.fallback(s, 1000, 3)))
+out["cuda1_normal_err"] = float((z1.cpu() - ok.philox_normal.fallback(s, 1000, 3)).abs().max())
+out["cuda1_vmap_ok"] = bool(torch.equal(v1.cpu().flatten(0, 1), ok.philox_uniform.fallback(s, 100)))
+out["devices"] = [a1.device.index, u1.device.index, z1.device.index, v1.device.index]
+x0 = torch.randn(1 << 20, device="cuda:0")
+s0 = s1.to("cuda:0")
+a0 = ok.fused_add(x0, x0)
+u0 = ok.philox_uniform(s0, 1000, 3)
+torch.cuda.synchronize(0)
+out["cuda0_add_ok"] = bool(torch.equal(a0, x0 + x0))
+out["cuda0_uniform_ok"] = bool(torch.equal(u0.cpu(), u1.cpu()))
+with torch.cuda.device(1):
+    a0b = ok.fused_add(x0, x0)  # cuda:0 tensors while cuda:1 is current
+    out["current_inside"] = torch.cuda.current_device()
+out["cuda0_from_cuda1_ok"] = bool(torch.equal(a0b, x0 + x0))
+print(json.dumps(out))
+"""
+
+
+@needs_two_gpus
+def test_device_guard_on_a_second_gpu() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_GUARD_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    assert result["current_after_cuda1"] == 0
+    assert result["devices"] == [1, 1, 1, 1]
+    for key in ("cuda1_add_ok", "cuda1_uniform_ok", "cuda1_vmap_ok", "cuda0_add_ok"):
+        assert result[key] is True, key
+    assert result["cuda0_uniform_ok"] is True
+    assert result["cuda1_normal_err"] < 4e-6
+    assert result["current_inside"] == 1 and result["cuda0_from_cuda1_ok"] is True
+
+
+@needs_two_gpus
+def test_device_guard_in_process() -> None:
+    x = torch.randn(4096, device="cuda:1")
+    with torch.cuda.device(0):
+        assert torch.equal(fused_add(x, x), x + x)
+        assert torch.cuda.current_device() == 0
+    seeds = torch.arange(16, device="cuda:1")
+    assert torch.equal(philox_uniform(seeds, 33).cpu(), philox_uniform.fallback(seeds.cpu(), 33))
+
+
+def test_cuda_graph_capture_and_replay() -> None:
+    seeds = torch.arange(32, device="cuda")
+    x = torch.randn(1 << 16, device="cuda")
+    counter = 5
+
+    def step() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return fused_add(x, x), philox_uniform(seeds, 257, counter), philox_normal(seeds, 64)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # warm up: compile and load the kernels outside the capture
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = step()
+    for got, want in zip(captured, eager, strict=True):
+        assert torch.equal(got, want)
+
+
+def test_compile_reduce_overhead_matches_eager() -> None:
+    torch._dynamo.reset()
+
+    def f(seeds: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return fused_add(x, philox_uniform(seeds, 128, 1)) + philox_normal(seeds, 128)
+
+    seeds = torch.arange(8, device="cuda")
+    x = torch.randn(8, 128, device="cuda")
+    compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+    for _ in range(3):  # record, then replay the CUDA graph
+        got = compiled(seeds, x)
+    assert torch.equal(got, f(seeds, x))
+
+
+def test_int64_indexing_beyond_two_gigaelements() -> None:
+    free, _ = torch.cuda.mem_get_info()
+    if free < 40 * 2**30:
+        pytest.skip("needs 40 GiB of free GPU memory")
+    n = 2**31 + 8  # one row of 8 GiB: the 64-bit index path of the long-row kernel
+    row = philox_uniform(torch.tensor([99], device="cuda"), n)
+    tail = row[0, -16:].cpu()
+    del row
+    # Values j >= n - 16 come from Philox calls k = j // 4; counter k0 re-creates them.
+    k0 = (n - 16) // 4
+    assert torch.equal(tail, philox_uniform.fallback(torch.tensor([99]), 16, k0)[0])
+    big = torch.ones(2**31 + 1000, dtype=torch.float16, device="cuda")
+    out = fused_add(big, big)
+    assert out[-1000:].eq(2).all() and out[:1000].eq(2).all()
