@@ -1,0 +1,30 @@
+"""Eating our own cooking: every check on every op opreg-kernels ships, through the plugin.
+
+Runs once per ``--opreg-device`` (CPU, plus CUDA when present); with ``--opreg-device
+triton-cpu`` the kernel check runs the Triton kernels on CPU through Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from opreg_testing import ALL_CHECKS, check_kernel, parametrize_ops
+
+pytest.importorskip("opreg_kernels")
+
+
+@parametrize_ops("opreg_kernels")
+@pytest.mark.parametrize("check", ALL_CHECKS)
+def test_shipped_op(op: Any, check: str, opreg_device: Any, opreg_check: Any) -> None:
+    opreg_check(op, check)
+
+
+@pytest.mark.needs_triton
+@parametrize_ops("opreg_kernels")
+def test_shipped_triton_kernel_on_cpu(op: Any, opreg_triton_cpu: Any) -> None:
+    """The Triton kernel itself (not the fallback) runs, through the interpreter, and agrees."""
+    assert op.qualname in opreg_triton_cpu.ops
+    result = check_kernel(op, device="cpu")
+    assert result.passed and result.info["samples"] >= 3
