@@ -104,7 +104,7 @@ class LaunchSpy:
 @pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch, requires_triton: None) -> dict[str, LaunchSpy]:
     """Spies on the launch helpers of the shipped Triton kernels (imports Triton)."""
-    from opreg_kernels.jit import fused_add as jit_add
+    from opreg_kernels.jit import add as jit_add
     from opreg_kernels.jit import philox as jit_philox
 
     return {

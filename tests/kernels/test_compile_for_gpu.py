@@ -20,7 +20,7 @@ import json, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from opreg_kernels.jit import fused_add, philox
+from opreg_kernels.jit import add, philox
 
 def build(kernel, types, constexprs, aligned):
     names = [n for n in kernel.arg_names if n not in constexprs]
@@ -45,9 +45,9 @@ for kernel in (philox._philox_long_rows_kernel, philox._philox_short_rows_kernel
 for dtype in ("fp32", "fp16", "bf16", "fp64", "i32", "i64"):
     for wide in (False, True):
         types = [f"*{dtype}"] * 3 + ["i64" if wide else "i32"]
-        constexprs = {"WIDE": wide, "BLOCK": fused_add.DEFAULT_BLOCK}
+        constexprs = {"WIDE": wide, "BLOCK": add.DEFAULT_BLOCK}
         key = f"_add_kernel {dtype} wide={wide}"
-        results[key] = build(fused_add._add_kernel, types, constexprs, aligned=(0, 1, 2, 3))
+        results[key] = build(add._add_kernel, types, constexprs, aligned=(0, 1, 2, 3))
 print(json.dumps(results))
 """
 

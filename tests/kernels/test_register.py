@@ -299,7 +299,13 @@ def test_device_guard_switches_to_the_tensors_device_and_back(
 ) -> None:
     triton_state(True)
     device_module = FakeDeviceModule()
-    monkeypatch.setattr(launch, "_device_module", lambda device_type: device_module)
+    monkeypatch.setattr(
+        launch,
+        "_device_switch",
+        lambda device_type: launch._DeviceSwitch(
+            device_module.current_device, device_module.set_device
+        ),
+    )
     seen: list[int] = []
     index = [1]
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: index[0])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from types import ModuleType, TracebackType
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -28,10 +28,11 @@ Launcher = Callable[..., Any] | str
 _UNGUARDED_DEVICE_TYPES = frozenset({"cpu", "meta"})
 
 
-class _DeviceModule(Protocol):
-    def current_device(self) -> int: ...
+class _DeviceSwitch(NamedTuple):
+    """How to read and set the current device of one device type (``torch.cuda``-like)."""
 
-    def set_device(self, device: int) -> None: ...
+    current_device: Callable[[], int]
+    set_device: Callable[[int], None]
 
 
 def resolve_launcher(launcher: Launcher) -> Callable[..., Any]:
@@ -43,19 +44,24 @@ def resolve_launcher(launcher: Launcher) -> Callable[..., Any]:
     return cast(Callable[..., Any], getattr(module, attr))
 
 
-def _device_module(device_type: str) -> _DeviceModule | None:
-    """``torch.cuda``-like module of the device type, if it can switch devices."""
+def _device_switch(device_type: str) -> _DeviceSwitch | None:
+    """The device switch of a device type, or None if it has no current device to switch."""
     if device_type in _UNGUARDED_DEVICE_TYPES:
         return None
+    if device_type == "cuda":
+        # torch.cuda.current_device() re-checks lazy initialisation on every call; the C
+        # functions save about a third of a microsecond per launch (CUDA is initialised
+        # by the time a CUDA tensor reaches the kernel).
+        get = getattr(torch._C, "_cuda_getDevice", None)
+        put = getattr(torch._C, "_cuda_setDevice", None)
+        if get is not None and put is not None:
+            return _DeviceSwitch(get, put)
     try:
         module = torch.get_device_module(device_type)
     except (RuntimeError, AttributeError, ValueError):
         return None
-    if callable(getattr(module, "current_device", None)) and callable(
-        getattr(module, "set_device", None)
-    ):
-        return cast(_DeviceModule, module)
-    return None
+    get, put = getattr(module, "current_device", None), getattr(module, "set_device", None)
+    return _DeviceSwitch(get, put) if callable(get) and callable(put) else None
 
 
 def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -95,7 +101,7 @@ def make_triton_kernel(
     out-of-memory become :class:`TritonKernelError` naming ``op_name`` and the device.
     """
     run: Callable[..., Any] | None = None
-    guard: _DeviceModule | None = None
+    guard: _DeviceSwitch | None = None
 
     def resolve() -> Callable[..., Any]:
         nonlocal run, guard
@@ -106,7 +112,7 @@ def make_triton_kernel(
             resolved = resolve_launcher(launcher)
         except Exception as exc:
             raise TritonKernelError(op_name, device_type, exc) from exc
-        guard = _device_module(device_type)
+        guard = _device_switch(device_type)
         run = resolved
         return run
 

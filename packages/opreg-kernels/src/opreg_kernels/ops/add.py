@@ -3,7 +3,7 @@
 - the fallback (the decorated function) runs on every device without a Triton kernel;
 - the fake describes the output for ``torch.compile``/``torch.export``;
 - ``vmap_fn`` is the same element-wise computation on batched inputs;
-- the Triton launchers (``jit/fused_add.py``) are named by string, so Triton is
+- the Triton launchers (``jit/add.py``) are named by string, so Triton is
   imported on the first CUDA call and never by ``import opreg_kernels``;
 - the backward sends the incoming gradient to both inputs.
 """
@@ -23,7 +23,7 @@ from .checks import check_same_layout
 __all__ = ["fused_add"]
 
 _NAME = "opreg: opreg::fused_add"
-_LAUNCHER = "opreg_kernels.jit.fused_add:launch"
+_LAUNCHER = "opreg_kernels.jit.add:launch"
 
 
 def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

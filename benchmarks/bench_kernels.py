@@ -1,0 +1,389 @@
+"""Benchmarks of opreg-kernels: import cost, kernel bandwidth and per-call host overhead.
+
+    python benchmarks/bench_kernels.py                  # every section this machine can run
+    python benchmarks/bench_kernels.py --sections import
+    python benchmarks/bench_kernels.py --sweep --json out.json
+
+Sections (all measured in one run, side by side):
+  import     what ``import opreg_kernels`` adds to ``import torch`` (fresh interpreters)
+  bandwidth  fused_add vs torch.add at 1 GiB per tensor; philox_uniform / philox_normal
+             writing 1 GiB vs torch.rand / torch.randn of the same shape (CUDA)
+  overhead   host time per call on tiny CUDA tensors: the opreg op vs launching the same
+             Triton kernel directly, vs its launcher function, vs custom_op+register_kernel
+  accuracy   philox_uniform bit-identity and philox_normal max error, CUDA vs CPU fallback
+  sweep      (with --sweep) block size / warps of the kernels, to choose the defaults
+Timings are medians; GPU times come from CUDA events around each call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+GIB = 2**30
+Row = dict[str, Any]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def gpu_ms(fn: Callable[[], Any], iters: int = 20, warmup: int = 3) -> float:
+    """Median GPU time of one call, in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def host_us(fn: Callable[[], Any], calls: int = 2000, repeats: int = 15) -> float:
+    """Median host time of one call, in microseconds (calls are queued, not synchronised)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def free_memory() -> None:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+def print_table(title: str, rows: list[Row], columns: list[str]) -> None:
+    print(f"\n## {title}\n")
+    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns}
+    print("| " + " | ".join(c.ljust(widths[c]) for c in columns) + " |")
+    print("|" + "|".join("-" * (widths[c] + 2) for c in columns) + "|")
+    for r in rows:
+        print("| " + " | ".join(_fmt(r.get(c)).ljust(widths[c]) for c in columns) + " |")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return "" if value is None else str(value)
+
+
+# -- sections ----------------------------------------------------------------------------------
+def bench_import(repeats: int = 15) -> list[Row]:
+    """What importing opreg adds once torch is imported, in fresh interpreters (median)."""
+    code = (
+        "import time, torch; t = time.perf_counter(); import {module}; "
+        "print((time.perf_counter() - t) * 1e3)"
+    )
+
+    def run(module: str) -> float:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        command = [sys.executable, "-c", code.format(module=module)]
+        out = subprocess.run(command, check=True, env=env, capture_output=True, text=True).stdout
+        return float(out.strip().splitlines()[-1])
+
+    run("opreg_kernels")  # warm the file cache and the .pyc files
+    rows = []
+    for module in ("opreg_core", "opreg_kernels"):
+        samples = [run(module) for _ in range(repeats)]
+        rows.append({
+            "import (after torch)": module,
+            "median ms": statistics.median(samples),
+            "min ms": min(samples),
+            "target ms": "<= 50" if module == "opreg_kernels" else "",
+        })  # fmt: skip
+    print_table("import time added to `import torch`", rows, list(rows[0]))
+    return rows
+
+
+def bench_bandwidth() -> list[Row]:
+    rows = [_add_bandwidth()]
+    free_memory()  # each helper's tensors are gone once it returns
+    for label, seeds, cols in (
+        ("long rows 1024 x 2^18", 1024, 2**18),
+        ("short rows 2^26 x 4", 2**26, 4),
+    ):
+        rows += _philox_bandwidth(label, seeds, cols)
+        free_memory()
+    print_table(
+        "bandwidth (GB/s = bytes moved / median kernel time)",
+        rows,
+        ["op", "ours ms", "ours GB/s", "baseline", "base ms", "base GB/s", "speedup", "target"],
+    )
+    return rows
+
+
+def _add_bandwidth() -> Row:
+    from opreg_kernels import fused_add
+
+    x = torch.randn(GIB // 4, device="cuda")
+    y = torch.randn(GIB // 4, device="cuda")
+    moved = 3 * GIB  # read x, read y, write the result
+    t_torch = gpu_ms(lambda: torch.add(x, y))
+    t_ours = gpu_ms(lambda: fused_add(x, y))
+    return _bw_row("fused_add 1 GiB/tensor", "torch.add", moved, t_ours, t_torch, 0.98)
+
+
+def _philox_bandwidth(label: str, rows: int, cols: int) -> list[Row]:
+    """philox_uniform / philox_normal writing ``rows x cols`` float32 vs torch.rand / randn."""
+    from opreg_kernels import philox_normal, philox_uniform
+
+    seeds = torch.arange(rows, device="cuda")
+    t_rand = gpu_ms(lambda: torch.rand(rows, cols, device="cuda"))
+    t_uni = gpu_ms(lambda: philox_uniform(seeds, cols))
+    t_randn = gpu_ms(lambda: torch.randn(rows, cols, device="cuda"))
+    t_norm = gpu_ms(lambda: philox_normal(seeds, cols))
+    free_memory()
+    nbytes = rows * cols * 4
+    return [
+        _bw_row(f"philox_uniform {label}", "torch.rand", nbytes, t_uni, t_rand, 1.4),
+        _bw_row(f"philox_normal {label}", "torch.randn", nbytes, t_norm, t_randn, 1.5),
+    ]
+
+
+def _bw_row(op: str, baseline: str, nbytes: int, ours: float, base: float, target: float) -> Row:
+    return {
+        "op": op,
+        "ours ms": ours,
+        "ours GB/s": nbytes / ours / 1e6,
+        "baseline": baseline,
+        "base ms": base,
+        "base GB/s": nbytes / base / 1e6,
+        "speedup": base / ours,
+        "target": f">= {target}",
+        "met": base / ours >= target,
+    }
+
+
+def bench_overhead() -> list[Row]:
+    """Host time per call on tiny tensors (16 elements, 2 seeds x 8 values)."""
+    import triton
+
+    from opreg_kernels import fused_add, philox_uniform
+    from opreg_kernels.jit import add as jit_add
+    from opreg_kernels.jit import philox as jit_philox
+
+    x = torch.randn(16, device="cuda")
+    seeds = torch.arange(2, device="cuda")
+    add_kernel, block, warps = jit_add._add_kernel, jit_add.DEFAULT_BLOCK, jit_add.DEFAULT_NUM_WARPS
+
+    def raw_add() -> torch.Tensor:  # what a user writes without any op registration
+        out = torch.empty_like(x)
+        add_kernel[(triton.cdiv(16, block),)](
+            x, x, out, 16, WIDE=False, BLOCK=block, num_warps=warps
+        )
+        return out
+
+    philox_kernel = jit_philox._philox_short_rows_kernel
+
+    def raw_philox() -> torch.Tensor:
+        out = torch.empty((2, 8), dtype=torch.float32, device="cuda")
+        philox_kernel[(1,)](
+            seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False,
+            BLOCK=jit_philox.DEFAULT_BLOCK, num_warps=jit_philox.DEFAULT_NUM_WARPS,
+        )  # fmt: skip
+        return out
+
+    add_custom, add_custom_grad, uniform_custom = _custom_ops(
+        jit_add.launch, jit_philox.launch_uniform
+    )
+    cases: list[tuple[str, str, Callable[[], Any]]] = [
+        ("fused_add", "direct Triton launch", raw_add),
+        ("fused_add", "launcher function", lambda: jit_add.launch(x, x)),
+        ("fused_add", "opreg op (with backward)", lambda: fused_add(x, x)),
+        ("fused_add", "custom_op + register_kernel", lambda: add_custom(x, x)),
+        ("fused_add", "... + register_autograd", lambda: add_custom_grad(x, x)),
+        ("fused_add", "torch.add (reference)", lambda: torch.add(x, x)),
+        ("philox_uniform", "direct Triton launch", raw_philox),
+        ("philox_uniform", "launcher function", lambda: jit_philox.launch_uniform(seeds, 8)),
+        ("philox_uniform", "opreg op (differentiable=False)", lambda: philox_uniform(seeds, 8)),
+        ("philox_uniform", "custom_op + register_kernel", lambda: uniform_custom(seeds, 8)),
+        ("philox_uniform", "torch.rand (reference)", lambda: torch.rand(2, 8, device="cuda")),
+    ]
+    assert torch.equal(raw_add(), fused_add(x, x))
+    assert torch.equal(raw_philox(), philox_uniform(seeds, 8))
+    rows: list[Row] = []
+    direct: dict[str, float] = {}
+    for op, how, fn in cases:
+        us = host_us(fn)
+        direct.setdefault(op, us)
+        rows.append({"op": op, "call": how, "us/call": us, "vs direct": us / direct[op]})
+    print_table(
+        "host overhead per call, tiny CUDA tensors", rows, ["op", "call", "us/call", "vs direct"]
+    )
+    return rows
+
+
+def _custom_ops(
+    add_launcher: Callable[..., Any], uniform_launcher: Callable[..., Any]
+) -> tuple[Any, Any, Any]:
+    """torch.library.custom_op versions of the ops with the same CUDA launchers."""
+    lib = "opreg_bench"
+
+    @torch.library.custom_op(f"{lib}::add", mutates_args=())
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    @torch.library.custom_op(f"{lib}::add_grad", mutates_args=())
+    def add_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    @torch.library.custom_op(f"{lib}::uniform", mutates_args=())
+    def uniform(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
+        raise NotImplementedError
+
+    for op in (add, add_grad):
+        op.register_fake(lambda x, y: torch.empty_like(x))
+        op.register_kernel("cuda")(add_launcher)
+    add_grad.register_autograd(lambda ctx, g: (g, g))
+    uniform.register_fake(
+        lambda seeds, n, counter=0: seeds.new_empty((seeds.shape[0], n), dtype=torch.float32)
+    )
+    uniform.register_kernel("cuda")(uniform_launcher)
+    return add, add_grad, uniform
+
+
+def bench_accuracy() -> list[Row]:
+    from opreg_kernels import philox_normal, philox_uniform
+
+    seeds = torch.arange(256, device="cuda") * 7919 - 10**6
+    rows: list[Row] = []
+    for counter in (0, 2**32 - 100):
+        uni = philox_uniform(seeds, 65536, counter).cpu()
+        uni_ref = philox_uniform.fallback(seeds.cpu(), 65536, counter)
+        norm = philox_normal(seeds, 65536, counter).cpu()
+        norm_ref = philox_normal.fallback(seeds.cpu(), 65536, counter)
+        norm_cuda_fallback = philox_normal.fallback(seeds, 65536, counter).cpu()
+        err = (norm - norm_ref).abs()
+        rel = err / norm_ref.abs().clamp_min(1e-3)
+        rows.append({
+            "counter": counter,
+            "uniform bit-identical": bool(torch.equal(uni, uni_ref)),
+            "normal max |err|": err.max().item(),
+            "normal max rel err (|z|>1e-3)": rel.max().item(),
+            "torch-CUDA fallback max |err|": (norm_cuda_fallback - norm_ref).abs().max().item(),
+            "values": uni.numel(),
+        })  # fmt: skip
+    print_table("accuracy: Triton on CUDA vs the PyTorch fallback on CPU", rows, list(rows[0]))
+    return rows
+
+
+def bench_sweep() -> list[Row]:
+    """Bandwidth of kernel configurations (1 GiB outputs), to choose the defaults."""
+    rows: list[Row] = []
+    for kernel, rows_, cols, normal in (
+        ("philox_uniform long rows", 1024, 2**18, False),
+        ("philox_normal long rows", 1024, 2**18, True),
+        ("philox_uniform short rows", 2**26, 4, False),
+    ):
+        for block in (128, 256, 512, 1024, 2048):
+            for warps in (2, 4, 8):
+                gbs = _philox_config_bandwidth(rows_, cols, normal, block, warps)
+                free_memory()
+                rows.append({"kernel": kernel, "block": block, "warps": warps, "GB/s": gbs})
+    for block in (1024, 2048, 4096, 8192):
+        for warps in (4, 8, 16):
+            gbs = _add_config_bandwidth(block, warps)
+            free_memory()
+            rows.append({"kernel": "fused_add", "block": block, "warps": warps, "GB/s": gbs})
+    print_table(
+        "configuration sweep (defaults: DEFAULT_BLOCK / DEFAULT_NUM_WARPS in opreg_kernels/jit/)",
+        rows,
+        ["kernel", "block", "warps", "GB/s"],
+    )
+    return rows
+
+
+def _philox_config_bandwidth(rows: int, cols: int, normal: bool, block: int, warps: int) -> float:
+    from opreg_kernels.jit import philox as jit_philox
+
+    seeds = torch.arange(rows, device="cuda")
+    t = gpu_ms(
+        lambda: jit_philox.launch_rows(seeds, cols, 0, normal=normal, block=block, num_warps=warps),
+        iters=10,
+    )
+    return rows * cols * 4 / t / 1e6
+
+
+def _add_config_bandwidth(block: int, warps: int) -> float:
+    from opreg_kernels.jit import add as jit_add
+
+    x = torch.randn(GIB // 4, device="cuda")
+    t = gpu_ms(lambda: jit_add.launch_add(x, x, block=block, num_warps=warps), iters=10)
+    return 3 * GIB / t / 1e6
+
+
+# -- main --------------------------------------------------------------------------------------
+def environment() -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["gpus"] = torch.cuda.device_count()
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sections", default="import,bandwidth,overhead,accuracy")
+    parser.add_argument("--sweep", action="store_true", help="also run the configuration sweep")
+    parser.add_argument("--json", help="write all results to this file")
+    args = parser.parse_args()
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if args.sweep:
+        sections.append("sweep")
+    results: dict[str, Any] = {"environment": environment()}
+    print("# opreg-kernels benchmark\n")
+    for key, value in results["environment"].items():
+        print(f"- {key}: {value}")
+    runners = {
+        "import": bench_import,
+        "bandwidth": bench_bandwidth,
+        "overhead": bench_overhead,
+        "accuracy": bench_accuracy,
+        "sweep": bench_sweep,
+    }
+    for section in sections:
+        if section not in runners:
+            parser.error(f"unknown section {section!r} (choose from {', '.join(runners)})")
+        if section != "import" and not torch.cuda.is_available():
+            print(f"\n## {section}: skipped (needs CUDA)")
+            continue
+        results[section] = runners[section]()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
