@@ -156,6 +156,30 @@ def test_default_devices_come_from_the_ini_file_and_bad_names_are_usage_errors(
     )
 
 
+def test_compile_backend_option_reaches_opreg_check(pytester: pytest.Pytester) -> None:
+    make_tests(
+        pytester,
+        """
+        def test_compile(opreg_namespace, opreg_check):
+            op = register_vmap_op(
+                double, name=opreg_namespace.qualname("double"), fake_fn=torch.empty_like,
+                sample_inputs=samples,
+            )
+            report = opreg_check(op, "compile", options={"compile": {"vmap": False}})
+            assert report["compile"].info == {
+                "backend": "aot_eager", "dynamic": False, "vmap_cases": 0
+            }
+        """,
+    )
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "--opreg-compile-backend=aot_eager"
+    )
+    result.assert_outcomes(passed=1)
+    bad = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--opreg-compile-backend=nope")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--opreg-compile-backend: unknown torch.compile backend 'nope'*"])
+
+
 def test_capability_markers_skip_cleanly(pytester: pytest.Pytester) -> None:
     make_tests(
         pytester,

@@ -33,7 +33,12 @@ class TritonUnavailable(RuntimeError):
 
 def triton_installed() -> bool:
     """Whether the ``triton`` package can be found (without importing it)."""
-    return "triton" in sys.modules or importlib.util.find_spec("triton") is not None
+    if "triton" in sys.modules:
+        return sys.modules["triton"] is not None  # None: imports of it are blocked
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def interpreter_enabled() -> bool:

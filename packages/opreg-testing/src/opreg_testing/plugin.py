@@ -3,8 +3,9 @@
 Fixtures: ``opreg_devices``, ``opreg_device`` (tests using it run once per device),
 ``opreg_triton_cpu``, ``opreg_namespace``, ``opreg_seed`` and ``opreg_check``.
 Markers: ``needs_cuda``, ``needs_triton``, ``needs_gpus(n)``.
-Options: ``--opreg-device``, ``--opreg-triton-interpret``, ``--opreg-seed`` (and ini keys
-``opreg_devices``, ``opreg_triton_interpret``, ``opreg_seed``).
+Options: ``--opreg-device``, ``--opreg-triton-interpret``, ``--opreg-compile-backend``,
+``--opreg-seed`` (and the ini keys ``opreg_devices``, ``opreg_triton_interpret``,
+``opreg_compile_backend``, ``opreg_seed``).
 
 Triton's interpreter (``TRITON_INTERPRET=1``) must be on before Triton kernels are defined,
 so the plugin decides at start-up (``pytest_configure``, before test modules are imported):
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
 import torch
 
+from .checks.compile import check_backend
 from .devices import TRITON_CPU, available_devices, cuda_device_count, parse_devices, torch_device
 from .errors import OpCheckFailed
 from .interpreter import (
@@ -38,6 +40,7 @@ from .runner import check_op
 from .target import OpLike
 
 _DEVICES = pytest.StashKey[tuple[str, ...]]()
+_BACKEND = pytest.StashKey[str]()
 _MARKERS = (
     "needs_cuda: skip the test unless a CUDA device is present",
     "needs_triton: skip the test unless Triton can run kernels here (CUDA, or CPU through "
@@ -71,7 +74,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="base seed of opreg_seed (default 0)",
     )
+    group.addoption(
+        "--opreg-compile-backend",
+        dest="opreg_compile_backend",
+        metavar="NAME",
+        help="torch.compile backend of the compile check run by opreg_check (default inductor; "
+        "aot_eager skips code generation and is faster)",
+    )
     parser.addini("opreg_devices", "default for --opreg-device", type="args", default=[])
+    parser.addini(
+        "opreg_compile_backend", "default for --opreg-compile-backend", default="inductor"
+    )
     parser.addini("opreg_triton_interpret", "default for --opreg-triton-interpret", default="auto")
     parser.addini("opreg_seed", "default for --opreg-seed", default="0")
 
@@ -97,6 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"--opreg-device: {exc}") from None
     config.stash[_DEVICES] = devices
+    backend = config.getoption("opreg_compile_backend") or config.getini("opreg_compile_backend")
+    try:
+        config.stash[_BACKEND] = check_backend(str(backend))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--opreg-compile-backend: {exc}") from None
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -232,15 +250,25 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
 
     Runs :func:`opreg_testing.check_op`, fails the test with the checks' messages if any
     failed, skips it if every check was skipped, and returns the report otherwise. The device
-    defaults to the test's ``opreg_device`` when it uses that fixture, else CPU.
+    defaults to the test's ``opreg_device`` when it uses that fixture, else CPU; the compile
+    check uses ``--opreg-compile-backend`` unless ``options`` say otherwise.
     """
+    backend = request.config.stash[_BACKEND]
 
     def run(
-        op: OpLike, checks: str | Iterable[str] | None = None, *, device: Any = None, **kwargs: Any
+        op: OpLike,
+        checks: str | Iterable[str] | None = None,
+        *,
+        device: Any = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        **kwargs: Any,
     ) -> OpReport:
         if device is None and "opreg_device" in request.fixturenames:
             device = request.getfixturevalue("opreg_device")
-        report = check_op(op, checks=checks, device=device, **kwargs)
+        merged = {"compile": {"backend": backend}} if checks is None or "compile" in checks else {}
+        for check, opts in (options or {}).items():
+            merged[check] = {**merged.get(check, {}), **opts}
+        report = check_op(op, checks=checks, device=device, options=merged, **kwargs)
         failures = report.failures
         if failures:
             pytest.fail(

@@ -90,6 +90,7 @@ def run_kernel(ctx: CheckContext, *, exact: bool = False, triton_interpreter: bo
             _compare_all(ctx, op, tol, device_type)
     except TritonUnavailable as exc:
         raise Skip(str(exc)) from exc
+    ctx.info["kernel"] = "triton" if triton_info(op) is not None else "registered kernel"
     ctx.info["triton_interpreter"] = use_interpreter
 
 
