@@ -17,6 +17,7 @@ from opreg_testing import (
     NoSamplesError,
     OpCheckFailed,
     SampleInput,
+    SampleInputsError,
     check_op,
 )
 
@@ -91,6 +92,17 @@ def test_explicit_samples_and_device(register: Register) -> None:
     op = register(double, fake_fn=torch.empty_like)
     report = check_op(op, [(torch.ones(3),)], checks="fake", device="cpu")
     assert report.ok and report.device == "cpu"
+
+
+def test_a_raising_sample_inputs_hook_is_named(register: Register) -> None:
+    def broken(device: torch.device) -> list[SampleInput]:
+        raise RuntimeError("no data today")
+
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=broken)
+    with pytest.raises(
+        SampleInputsError, match="sample_inputs\\('cpu'\\) raised RuntimeError: no data"
+    ):
+        check_op(op)
 
 
 def test_bad_arguments_raise(register: Register) -> None:

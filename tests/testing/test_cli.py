@@ -91,6 +91,30 @@ def test_json_report(ops_module: tuple[str, str], capsys: pytest.CaptureFixture[
     assert by_op[f"{ns}::good"]["status"] == "passed"
 
 
+def test_an_op_whose_samples_fail_fails_every_check(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    opreg_namespace: OpNamespace,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name = f"cli_broken_{opreg_namespace.name}"
+    source = (
+        "import torch\nfrom torch import Tensor\nfrom opreg_core import register_vmap_op\n"
+        "def broken(device):\n    raise RuntimeError('no data')\n"
+        "def f(x: Tensor) -> Tensor:\n    return x.clone()\n"
+        f"register_vmap_op(f, name='{opreg_namespace.qualname('f')}', fake_fn=torch.empty_like, "
+        "sample_inputs=broken)\n"
+    )
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert main(["check", name, "--checks", "fake,vmap", "-q"]) == 1
+    finally:
+        sys.modules.pop(name, None)
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "sample_inputs('cpu') raised RuntimeError: no data" in out
+
+
 def test_keyword_selects_ops_and_success_exits_zero(
     ops_module: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

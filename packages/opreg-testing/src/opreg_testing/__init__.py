@@ -30,7 +30,7 @@ from .checks import (
 )
 from .compare import EXACT, TOLERANCES, Mismatch, Tolerance, compare, tolerance_for
 from .devices import TRITON_CPU, available_devices
-from .errors import CheckFailure, NoSamplesError, OpCheckFailed
+from .errors import CheckFailure, NoSamplesError, OpCheckFailed, SampleInputsError
 from .interpreter import (
     INTERPRET_ENV,
     TritonUnavailable,
@@ -60,6 +60,7 @@ __all__ = [
     "OpNamespace",
     "OpReport",
     "SampleInput",
+    "SampleInputsError",
     "Status",
     "Tolerance",
     "TritonUnavailable",

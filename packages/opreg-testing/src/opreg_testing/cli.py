@@ -127,51 +127,77 @@ class Progress:
             )
 
 
-def _run(args: argparse.Namespace) -> int:
-    from .devices import available_devices, parse_devices
-    from .errors import NoSamplesError
+def _unchecked(op: str, device: str, checks: Sequence[str], error: Exception) -> Any:
+    """The report of an op whose samples could not be had: skipped (none) or failed (error)."""
+    from .errors import CheckFailure, NoSamplesError
     from .report import CheckResult, OpReport
-    from .runner import check_op, select_checks
-    from .table import counts, render_details, render_table, summary_line
+
+    report = OpReport(op, device)
+    for check in checks:
+        if isinstance(error, NoSamplesError):
+            reason = "the op has no sample_inputs to check it with"
+            report.results.append(CheckResult(check, op, "skipped", reason=reason))
+        else:
+            failure = CheckFailure(op, check, str(error))
+            report.results.append(
+                CheckResult(check, op, "failed", reason=str(error), failure=failure)
+            )
+    return report
+
+
+def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], list[Any]]:
+    """Validate the options, set up Triton's interpreter, import the ops: checks, devices, ops."""
+    from .checks.compile import check_backend
+    from .devices import available_devices, parse_devices
+    from .runner import select_checks
 
     try:
         checks = select_checks(args.checks)
         devices = parse_devices(args.devices) if args.devices else available_devices()
+        check_backend(args.compile_backend)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     if "triton-cpu" in devices:
         raise UsageError("use --device cpu (Triton runs on CPU through --triton-interpret)")
-    _setup_interpreter(args.triton_interpret)
-    from .checks.compile import check_backend
-    from .interpreter import interpreter_enabled
+    _setup_interpreter(args.triton_interpret)  # before the modules define Triton kernels
+    return checks, devices, _import_ops(args.modules, args.keyword)
 
-    try:
-        check_backend(args.compile_backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    ops = _import_ops(args.modules, args.keyword)
+
+def _check_all(
+    args: argparse.Namespace, checks: Sequence[str], devices: Sequence[str], ops: list[Any]
+) -> list[Any]:
+    """Every op on every device; an op without samples gets skipped (or failed) checks."""
+    from .errors import NoSamplesError, SampleInputsError
+    from .interpreter import interpreter_enabled
+    from .runner import check_op
+
     options = {
         "compile": {"backend": args.compile_backend},
         "kernel": {"triton_interpreter": interpreter_enabled()},
     }
     options = {k: v for k, v in options.items() if k in checks}
     progress = Progress(len(ops) * len(devices) * len(checks), None if args.quiet else sys.stderr)
-    start = time.perf_counter()
-    reports: list[OpReport] = []
+    reports = []
     for device in devices:
         for op in ops:
             try:
                 report = check_op(
                     op, checks=checks, device=device, options=options, progress=progress
                 )
-            except NoSamplesError:
-                report = OpReport(op.qualname, device)
-                for check in checks:
-                    reason = "the op has no sample_inputs to check it with"
-                    result = CheckResult(check, op.qualname, "skipped", reason=reason)
-                    report.results.append(result)
+            except (NoSamplesError, SampleInputsError) as exc:
+                report = _unchecked(op.qualname, device, checks, exc)
+                for result in report.results:
                     progress(result)
             reports.append(report)
+    return reports
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .table import counts, render_details, render_table, summary_line
+
+    checks, devices, ops = _plan(args)
+    start = time.perf_counter()
+    reports = _check_all(args, checks, devices, ops)
     elapsed = time.perf_counter() - start
     if args.json:
         _print_json(args, checks, devices, reports, counts(reports), elapsed)

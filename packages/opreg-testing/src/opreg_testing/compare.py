@@ -121,11 +121,6 @@ class Mismatch:
         return text
 
 
-def _item(t: torch.Tensor) -> Any:
-    value = t.item()
-    return value
-
-
 def compare_tensors(
     expected: torch.Tensor, actual: torch.Tensor, where: str, tolerance: ToleranceSpec = None
 ) -> Mismatch | None:
@@ -152,8 +147,8 @@ def compare_tensors(
     return Mismatch(
         where,
         "value",
-        _item(expected.detach().cpu()[index]),
-        _item(actual.detach().cpu()[index]),
+        expected.detach().cpu()[index].item(),
+        actual.detach().cpu()[index].item(),
         index=index,
         tolerance=tol,
         count=int(bad.shape[0]),

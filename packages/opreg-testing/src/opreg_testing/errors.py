@@ -63,3 +63,7 @@ class OpCheckFailed(AssertionError):
 
 class NoSamplesError(ValueError):
     """The op carries no ``sample_inputs`` and no samples were passed."""
+
+
+class SampleInputsError(RuntimeError):
+    """An op's ``sample_inputs`` hook raised; the original error is the ``__cause__``."""

@@ -11,7 +11,7 @@ from torch.utils._pytree import tree_map_only
 
 from opreg_core import SampleInput
 
-from .errors import NoSamplesError
+from .errors import NoSamplesError, SampleInputsError
 from .target import Target
 
 #: What a caller may pass as ``samples``: ``SampleInput`` objects or plain argument tuples,
@@ -90,7 +90,13 @@ def gather_samples(
                 f"{target.name} has no sample inputs: pass samples=[SampleInput(...), ...] or "
                 "register the op with sample_inputs=..."
             )
-        produced: list[object] = list(hook(device or torch.device("cpu")))
+        where = device or torch.device("cpu")
+        try:
+            produced: list[object] = list(hook(where))
+        except Exception as exc:
+            raise SampleInputsError(
+                f"{target.name}: sample_inputs({str(where)!r}) raised {type(exc).__name__}: {exc}"
+            ) from exc
         device = None  # the hook already made them on the device
     else:
         produced = _listed(samples)
