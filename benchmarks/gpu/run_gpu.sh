@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# opreg-kernels on a real GPU, in one command (torch and Triton preinstalled, no network):
+#
+#   bash benchmarks/gpu/run_gpu.sh
+#
+# 1. tests/kernels with compiled Triton kernels on CUDA (Triton vs fallback element for element,
+#    CUDA graphs, torch.compile, 64-bit indexing; the device-guard tests when 2+ GPUs are present)
+# 2. tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
+# 3. benchmarks/bench_kernels.py with the configuration sweep
+#
+# Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
+# bench.json, summary.txt. If pytest is missing, it is installed into a scratch directory from the
+# wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels, made by benchmarks/gpu/fetch_wheels.sh).
+# Exit status: 0 if every step passed.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root="$PWD"
+OUT="${OUT:-$root/benchmarks/gpu/out}"
+mkdir -p "$OUT"
+py="${PYTHON:-python3}"
+wheels="${OPREG_GPU_WHEELS:-$root/build/gpu-wheels}"
+export PYTHONPATH="$root/packages/opreg-core/src:$root/packages/opreg-kernels/src:$root/packages/opreg-testing/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+unset TRITON_INTERPRET OPREG_DISABLE_TRITON
+
+{
+  date -u
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv || true
+  "$py" - <<'PY'
+import platform, sys
+import torch
+print("python", sys.version.split()[0], platform.machine(), platform.processor())
+print("torch", torch.__version__, "cuda", torch.version.cuda)
+try:
+    import triton
+    print("triton", triton.__version__)
+except Exception as exc:
+    print("triton import failed:", exc)
+print("gpus", [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+PY
+} > "$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+
+if ! "$py" -c "import pytest" 2>/dev/null; then
+  site="${TMPDIR:-/tmp}/opreg-gpu-site"
+  echo "pytest missing: installing it from $wheels into $site"
+  "$py" -m pip install --quiet --disable-pip-version-check --no-index --find-links "$wheels" \
+    --target "$site" pytest && export PYTHONPATH="$PYTHONPATH:$site"
+fi
+
+status=0
+: > "$OUT/summary.txt"
+step() {  # step NAME TIMEOUT_S COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name: $*"
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc=$rc ($((SECONDS - start)) s)" | tee -a "$OUT/summary.txt"
+  tail -n 25 "$OUT/$name.log"
+  [ "$rc" -eq 0 ] || status=1
+}
+
+pytest_args=(-p no:cacheprovider -ra --durations=10)
+step tests_cuda 420 "$py" -m pytest tests/kernels "${pytest_args[@]}" -s
+step tests_interpreter 300 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q
+step bench 420 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json"
+
+echo "=== summary"
+cat "$OUT/summary.txt"
+exit "$status"
