@@ -42,7 +42,6 @@ print(json.dumps({
     "triton_after_import": after_import,
     "triton_imported": "triton" in sys.modules,
     "results_ok": results_ok,
-    "cuda_initialized": torch.cuda.is_initialized(),
 }))
 """
 
@@ -169,5 +168,4 @@ def test_working_triton_runs_the_interpreted_kernels_silently() -> None:
     result, stderr = run_python(_RUN_OPS)
     assert result["has_triton"] is True and result["triton_imported"] is True
     assert result["results_ok"] is True
-    assert result["cuda_initialized"] is False
     assert opreg_lines(stderr) == []
