@@ -92,7 +92,7 @@ def _warn_broken(exc: BaseException) -> None:
         f"opreg_kernels: Triton is installed but failed to import ({type(exc).__name__}: {exc}); "
         f"opreg ops use their PyTorch fallbacks. Set {DISABLE_ENV_VAR}=1 to silence this.",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=4,  # the caller of has_triton()
     )
 
 

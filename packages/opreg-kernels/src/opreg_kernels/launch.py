@@ -66,6 +66,8 @@ def _device_switch(device_type: str) -> _DeviceSwitch | None:
 
 def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """Index of the first tensor argument's device (``-1``: none, or not an indexed device)."""
+    if args and isinstance(args[0], torch.Tensor):  # the common case, without building a tuple
+        return args[0].get_device()
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
             return value.get_device()
@@ -116,11 +118,6 @@ def make_triton_kernel(
         run = resolved
         return run
 
-    def failure(exc: Exception, index: int) -> TritonKernelError:
-        return TritonKernelError(
-            op_name, f"{device_type}:{index}" if index >= 0 else device_type, exc
-        )
-
     def kernel(*args: Any, **kwargs: Any) -> Any:
         launch = run if run is not None else resolve()
         if launch is fallback:
@@ -129,12 +126,7 @@ def make_triton_kernel(
         try:
             if guard is None:
                 return launch(*args, **kwargs)
-            first = args[0] if args else None
-            index = (
-                first.get_device()
-                if isinstance(first, torch.Tensor)
-                else _device_index(args, kwargs)
-            )
+            index = _device_index(args, kwargs)
             if index < 0:
                 return launch(*args, **kwargs)
             current = guard.current_device()
@@ -148,7 +140,8 @@ def make_triton_kernel(
         except Exception as exc:
             if _is_caller_error(exc):
                 raise
-            raise failure(exc, index) from exc
+            device = f"{device_type}:{index}" if index >= 0 else device_type
+            raise TritonKernelError(op_name, device, exc) from exc
 
     kernel.__name__ = f"triton_kernel_{device_type}"
     kernel.__qualname__ = kernel.__name__

@@ -39,12 +39,16 @@ class TritonKernelInfo:
     """
 
     def __init__(
-        self, op: VmapOp[Any, Any], launcher: Launcher, batched_launcher: Launcher | None
+        self,
+        op: VmapOp[Any, Any],
+        launcher: Launcher,
+        batched_launcher: Launcher | None,
+        requested_device_types: frozenset[str],
     ) -> None:
         self.op = op
         self.launcher = launcher
         self.batched_launcher = batched_launcher
-        self.requested_device_types: frozenset[str] = frozenset()
+        self.requested_device_types = requested_device_types
         self._handles: dict[str, list[KernelHandle]] = {}
         self._skipped: set[str] = set()
         self._lock = threading.Lock()
@@ -280,8 +284,7 @@ def register_triton_op(
             differentiable=differentiable,
             sample_inputs=sample_inputs,
         )
-        info = TritonKernelInfo(op, triton_fn, triton_vmap_fn)
-        info.requested_device_types = devices
+        info = TritonKernelInfo(op, triton_fn, triton_vmap_fn, devices)
         for device in sorted(devices):
             info.add_device_type(device)
         with _infos_lock:
