@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # opreg-kernels on a real GPU, in one command (torch and Triton preinstalled, no network):
 #
-#   bash benchmarks/gpu/run_gpu.sh
+#   bash benchmarks/gpu/run_gpu.sh [STEP...]      (default: tests interp bench)
 #
-# 1. tests/kernels with compiled Triton kernels on CUDA (Triton vs fallback element for element,
-#    CUDA graphs, torch.compile, 64-bit indexing; the device-guard tests when 2+ GPUs are present)
-# 2. tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
-# 3. benchmarks/bench_kernels.py with the configuration sweep
+# tests   tests/kernels with compiled Triton kernels on CUDA (Triton vs fallback element for
+#         element, CUDA graphs, torch.compile, 64-bit indexing; device-guard tests on 2+ GPUs)
+# interp  tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
+# bench   benchmarks/bench_kernels.py with the configuration sweep
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
 # bench.json, summary.txt. If pytest is missing, it is installed into a scratch directory from the
@@ -63,9 +63,16 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 }
 
 pytest_args=(-p no:cacheprovider -ra --durations=10)
-step tests_cuda 420 "$py" -m pytest tests/kernels "${pytest_args[@]}" -s
-step tests_interpreter 300 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q
-step bench 420 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json"
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=(tests interp bench)
+for name in "${steps[@]}"; do
+  case "$name" in
+    tests) step tests_cuda 330 "$py" -m pytest tests/kernels "${pytest_args[@]}" -s ;;
+    interp) step tests_interpreter 180 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q ;;
+    bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
+    *) echo "unknown step $name (tests, interp, bench)"; status=1 ;;
+  esac
+done
 
 echo "=== summary"
 cat "$OUT/summary.txt"
