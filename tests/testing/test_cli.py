@@ -80,7 +80,7 @@ def test_table_progress_details_and_exit_status(
 
 def test_json_report(ops_module: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     module, ns = ops_module
-    assert main(["check", module, "--checks", "fake", "--json", "-q"]) == 1
+    assert main(["check", module, "--checks", "fake", "--json", "-q", "--device", "cpu"]) == 1
     out, err = capsys.readouterr()
     assert err == ""
     data = json.loads(out)

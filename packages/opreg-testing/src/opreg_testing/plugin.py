@@ -41,6 +41,7 @@ from .target import OpLike
 
 _DEVICES = pytest.StashKey[tuple[str, ...]]()
 _BACKEND = pytest.StashKey[str]()
+_INTERPRETER_AT_START = pytest.StashKey[bool]()
 _MARKERS = (
     "needs_cuda: skip the test unless a CUDA device is present",
     "needs_triton: skip the test unless Triton can run kernels here (CUDA, or CPU through "
@@ -104,6 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
     mode = _interpret_mode(config)
     if mode == "on" or (mode == "auto" and triton_installed() and not torch.cuda.is_available()):
         enable_interpreter()
+    config.stash[_INTERPRETER_AT_START] = interpreter_enabled()
     chosen: list[str] = config.getoption("opreg_devices") or list(config.getini("opreg_devices"))
     try:
         devices = parse_devices(chosen) if chosen else available_devices()
@@ -178,13 +180,19 @@ def opreg_devices(pytestconfig: pytest.Config) -> tuple[str, ...]:
 
 
 @pytest.fixture
-def opreg_triton_cpu() -> Iterator[Any]:
+def opreg_triton_cpu(pytestconfig: pytest.Config) -> Iterator[Any]:
     """Triton kernels of opreg-kernels ops run on CPU, through Triton's interpreter, for one test.
 
     Sets ``TRITON_INTERPRET=1``, registers ``"cpu"`` as a Triton device type and gives every
     Triton op a CPU kernel; all of it is undone after the test. Skips the test without Triton
-    or opreg-kernels.
+    or opreg-kernels, and on a CUDA machine whose run did not start with the interpreter on
+    (kernels already compiled for the GPU cannot run on CPU tensors).
     """
+    if torch.cuda.is_available() and not pytestconfig.stash.get(_INTERPRETER_AT_START, False):
+        pytest.skip(
+            "Triton on CPU: this run has CUDA and started without Triton's interpreter "
+            "(use --opreg-triton-interpret=on)"
+        )
     try:
         with triton_device("cpu") as state:
             yield state
