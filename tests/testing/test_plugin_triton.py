@@ -71,6 +71,7 @@ def test_triton_cpu_fixture(opreg_triton_cpu):
 
 def test_restored_afterwards():
     assert "cpu" not in opreg_kernels.fused_add.kernel_device_types
+    assert "cpu" not in opreg_kernels.triton_device_types()
 
 
 def test_shipped_kernels(opreg_device, opreg_check):

@@ -33,6 +33,7 @@ from .devices import TRITON_CPU, available_devices
 from .errors import CheckFailure, NoSamplesError, OpCheckFailed, SampleInputsError
 from .interpreter import (
     INTERPRET_ENV,
+    TritonDevice,
     TritonUnavailable,
     enable_interpreter,
     interpreter_enabled,
@@ -63,6 +64,7 @@ __all__ = [
     "SampleInputsError",
     "Status",
     "Tolerance",
+    "TritonDevice",
     "TritonUnavailable",
     "__version__",
     "available_devices",

@@ -90,7 +90,7 @@ class TritonDevice:
     device_type: str
     ops: list[str] = field(default_factory=list)  #: ops that got a kernel for the device type
     previous_env: str | None = None
-    registered_type: bool = False
+    registered_type: bool = False  #: whether it became a default Triton device type
 
     def add(self, op: VmapOp[Any, Any]) -> bool:
         """Give ``op`` (a Triton op) a kernel for the device type; False if it is not one."""
@@ -119,11 +119,12 @@ def triton_device(
 ) -> Iterator[TritonDevice]:
     """Serve ``device_type`` with the Triton kernels of opreg-kernels ops, then undo it.
 
-    With ``interpret`` (default) ``TRITON_INTERPRET=1`` is set for the duration. The device
-    type becomes a default Triton device type (ops registered inside the block get it too),
-    and every op in ``ops`` (default: every live Triton op) gets a kernel for it. On exit the
-    kernels added here are removed, the device type is unregistered again, and the
-    environment restored. Raises :class:`TritonUnavailable` without Triton or opreg-kernels.
+    With ``interpret`` (default) ``TRITON_INTERPRET=1`` is set for the duration, and every op
+    in ``ops`` (default: every live Triton op) gets a kernel for the device type. Where
+    opreg-kernels can undo it (``unregister_triton_device_type``), the device type also becomes
+    a default Triton device type, so that Triton ops registered inside the block get it too.
+    On exit exactly these changes are undone and the environment restored. Raises
+    :class:`TritonUnavailable` without Triton or opreg-kernels.
     """
     if not triton_installed():
         raise TritonUnavailable("Triton is not installed")
@@ -136,7 +137,8 @@ def triton_device(
     if interpret:
         enable_interpreter()
     try:
-        if state.device_type not in kernels.triton_device_types():
+        can_undo = hasattr(kernels, "unregister_triton_device_type")
+        if can_undo and state.device_type not in kernels.triton_device_types():
             kernels.register_triton_device_type(state.device_type)
             state.registered_type = True
         for op in registered_ops() if ops is None else ops:
@@ -148,9 +150,7 @@ def triton_device(
             if info is not None:
                 info.remove_device_type(state.device_type)
         if state.registered_type:
-            unregister = getattr(kernels, "unregister_triton_device_type", None)
-            if unregister is not None:
-                unregister(state.device_type)
+            kernels.unregister_triton_device_type(state.device_type)
         _restore_env(state.previous_env)
 
 
