@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -149,6 +150,39 @@ def test_shipped_kernels_main_job(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("opreg::fused_add", "opreg::philox_uniform", "opreg::philox_normal"):
         assert f"\n{name} " in out
+
+
+@pytest.mark.needs_triton
+def test_main_job_runs_triton_kernels_on_cpu_in_a_fresh_process() -> None:
+    """The interpreter is switched on before anything imports Triton (Philox uses its stdlib)."""
+    pytest.importorskip("opreg_kernels")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    command = [sys.executable, "-m", "opreg_testing.cli", "check", "opreg_kernels"]
+    done = subprocess.run(
+        [
+            *command,
+            "--checks",
+            "kernel",
+            "--device",
+            "cpu",
+            "--triton-interpret",
+            "on",
+            "--json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert data["triton_interpreter"] is True
+    assert {r["op"]: r["results"][0]["info"]["kernel"] for r in data["reports"]} == {
+        "opreg::fused_add": "triton",
+        "opreg::philox_uniform": "triton",
+        "opreg::philox_normal": "triton",
+    }
 
 
 def test_console_script_and_pytest_plugin_are_declared() -> None:

@@ -82,8 +82,14 @@ def test_shipped_kernels(opreg_device, opreg_check):
 
 
 @pytest.mark.needs_triton
-def test_triton_kernels_on_cpu_through_the_plugin(pytester: pytest.Pytester) -> None:
+def test_triton_kernels_on_cpu_through_the_plugin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the plugin must set it itself
     pytester.makeini("[pytest]\n")
+    # A conftest that imports Triton (torch._dynamo does) before the plugin's configure hook:
+    # the interpreter must already be on, or Triton's own helpers stay compiled for the GPU.
+    pytester.makeconftest("import torch._dynamo\n")
     pytester.makepyfile(test_kernels=TESTS)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--opreg-triton-interpret=on", "--opreg-device=triton-cpu"

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import torch
 from torch import Tensor
 
 from opreg_core import get_op, register_vmap_op
-from opreg_testing import TRITON_CPU, available_devices, fresh_namespace, ops_in, parametrize_ops
+from opreg_testing import (
+    INTERPRET_ENV,
+    TRITON_CPU,
+    available_devices,
+    enable_interpreter,
+    fresh_namespace,
+    interpreter_enabled,
+    ops_in,
+    parametrize_ops,
+)
 from opreg_testing.devices import parse_devices, torch_device
 
 
@@ -40,6 +52,18 @@ def test_fresh_namespace_removes_its_ops() -> None:
         assert other.name != ns.name
     with pytest.raises(ValueError, match="namespace prefix"), fresh_namespace("1bad"):
         pass
+
+
+def test_enabling_the_interpreter_after_triton_was_imported_warns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(INTERPRET_ENV, raising=False)
+    monkeypatch.setitem(
+        sys.modules, "triton", sys.modules.get("triton") or types.ModuleType("triton")
+    )
+    with pytest.warns(RuntimeWarning, match="set after Triton was imported"):
+        enable_interpreter()
+    assert interpreter_enabled()
 
 
 def test_ops_in_finds_a_modules_ops() -> None:

@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_interpreter(mode: str) -> None:
+    """Set ``TRITON_INTERPRET=1`` when asked; must run before anything imports Triton."""
     from .interpreter import enable_interpreter, triton_installed
 
     if mode == "on":
@@ -159,7 +160,6 @@ def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], l
         raise UsageError(str(exc)) from exc
     if "triton-cpu" in devices:
         raise UsageError("use --device cpu (Triton runs on CPU through --triton-interpret)")
-    _setup_interpreter(args.triton_interpret)  # before the modules define Triton kernels
     return checks, devices, _import_ops(args.modules, args.keyword)
 
 
@@ -193,6 +193,7 @@ def _check_all(
 
 
 def _run(args: argparse.Namespace) -> int:
+    _setup_interpreter(args.triton_interpret)  # first: nothing may have imported Triton yet
     from .table import counts, render_details, render_table, summary_line
 
     checks, devices, ops = _plan(args)

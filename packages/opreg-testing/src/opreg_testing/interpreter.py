@@ -1,10 +1,11 @@
 """Running Triton kernels on CPU through Triton's interpreter, for the kernel check.
 
-``TRITON_INTERPRET=1`` must be in the environment before a ``@triton.jit`` kernel is
-*defined* (Triton decides between compiling and interpreting when the decorator runs), so
-before the module holding the kernels is imported. opreg-kernels imports its kernel modules
-on the first launch, so enabling the interpreter any time before the first kernel runs
-works; a kernel module imported earlier (for CUDA) stays compiled for the GPU.
+``TRITON_INTERPRET=1`` must be in the environment before Triton is first imported: Triton
+decides between compiling and interpreting when ``@triton.jit`` runs, which is at import
+time for the modules holding kernels and for Triton's own standard library (``import
+triton``). ``torch._dynamo``/``torch._inductor`` import Triton, so the pytest plugin and
+``opreg check`` set the variable before anything else runs; a kernel module imported
+earlier (for CUDA) stays compiled for the GPU.
 
 opreg-kernels is optional: it is imported only when Triton ops are asked for.
 """
@@ -15,6 +16,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,7 +49,20 @@ def interpreter_enabled() -> bool:
 
 
 def enable_interpreter() -> None:
-    """Set ``TRITON_INTERPRET=1`` (see the module docstring for when this must happen)."""
+    """Set ``TRITON_INTERPRET=1``; best before Triton is imported (see the module docstring).
+
+    Warns if Triton was already imported without it: Triton's own ``@triton.jit`` helpers
+    (its standard library) were then compiled for the GPU, and kernels calling them fail on
+    CPU with "Cannot call @triton.jit'd outside of the scope of a kernel".
+    """
+    if not interpreter_enabled() and sys.modules.get("triton") is not None:
+        warnings.warn(
+            f"{INTERPRET_ENV}=1 is set after Triton was imported: kernels that call Triton's "
+            "standard library may fail on CPU. Set it before anything imports Triton "
+            "(torch._dynamo and torch._inductor do).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     os.environ[INTERPRET_ENV] = "1"
 
 
@@ -135,7 +150,7 @@ def triton_device(
         )
     state = TritonDevice(device_type.strip().lower(), previous_env=os.environ.get(INTERPRET_ENV))
     if interpret:
-        enable_interpreter()
+        enable_interpreter()  # warns if too late
     try:
         can_undo = hasattr(kernels, "unregister_triton_device_type")
         if can_undo and state.device_type not in kernels.triton_device_types():

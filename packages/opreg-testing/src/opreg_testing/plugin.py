@@ -7,8 +7,8 @@ Options: ``--opreg-device``, ``--opreg-triton-interpret``, ``--opreg-compile-bac
 ``--opreg-seed`` (and the ini keys ``opreg_devices``, ``opreg_triton_interpret``,
 ``opreg_compile_backend``, ``opreg_seed``).
 
-Triton's interpreter (``TRITON_INTERPRET=1``) must be on before Triton kernels are defined,
-so the plugin decides at start-up (``pytest_configure``, before test modules are imported):
+Triton's interpreter (``TRITON_INTERPRET=1``) must be on before Triton is imported, so the
+plugin decides at start-up, before conftest files and test modules are imported:
 ``on`` sets it, ``off`` leaves the environment alone, ``auto`` (default) sets it when Triton
 is installed and no CUDA device is present.
 """
@@ -91,21 +91,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _interpret_mode(config: pytest.Config) -> str:
-    mode = config.getoption("opreg_triton_interpret") or str(
-        config.getini("opreg_triton_interpret")
-    )
+    # known_args_namespace: parsed already when the early start-up hook runs.
+    option = getattr(config.known_args_namespace, "opreg_triton_interpret", None)
+    mode = str(option or config.getini("opreg_triton_interpret")).strip().lower()
     if mode not in ("auto", "on", "off"):
         raise pytest.UsageError(f"opreg_triton_interpret must be auto, on or off, got {mode!r}")
     return mode
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    for line in _MARKERS:
-        config.addinivalue_line("markers", line)
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Turn Triton's interpreter on before conftest files (which may import Triton) load."""
+    _start_interpreter(early_config)
+
+
+def _start_interpreter(config: pytest.Config) -> None:
+    if _INTERPRETER_AT_START in config.stash:
+        return
     mode = _interpret_mode(config)
     if mode == "on" or (mode == "auto" and triton_installed() and not torch.cuda.is_available()):
         enable_interpreter()
     config.stash[_INTERPRETER_AT_START] = interpreter_enabled()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
+    _start_interpreter(config)  # in case the early hook did not run (plugin given with -p)
     chosen: list[str] = config.getoption("opreg_devices") or list(config.getini("opreg_devices"))
     try:
         devices = parse_devices(chosen) if chosen else available_devices()
