@@ -74,7 +74,8 @@ for name in "${steps[@]}"; do
     interp) step tests_interpreter 180 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q ;;
     bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
     core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
-    testing) step tests_testing 300 "$py" -m pytest tests/testing "${pytest_args[@]}" -q ;;
+    # Not pip-installed here: load the plugin that its entry point would load.
+    testing) step tests_testing 300 "$py" -m pytest -p opreg_testing.plugin tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
     *) echo "unknown step $name (tests, interp, bench, core, testing, benchcore)"; status=1 ;;
   esac

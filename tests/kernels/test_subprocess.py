@@ -135,7 +135,9 @@ def test_triton_with_a_missing_dependency_counts_as_broken(tmp_path: Path) -> No
     fake = tmp_path / "triton"
     fake.mkdir()
     (fake / "__init__.py").write_text("import opreg_no_such_module_for_the_test\n")
-    result, stderr = run_python(_RUN_OPS, {"PYTHONPATH": str(tmp_path)})
+    result, stderr = run_python(
+        _RUN_OPS, {"PYTHONPATH": f"{tmp_path}{os.pathsep}" + os.environ.get("PYTHONPATH", "")}
+    )
     assert result["has_triton"] is False and result["results_ok"] is True
     lines = opreg_lines(stderr)
     assert len(lines) == 1 and "opreg_no_such_module_for_the_test" in lines[0]
