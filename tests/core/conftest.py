@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 import pytest
 import torch
+from hypothesis import settings
 
 from opreg_core import registered_ops, unregister
 
@@ -26,3 +28,10 @@ def ns() -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+# Property-based tests: a fixed, derandomized profile in CI; `OPREG_HYPOTHESIS_PROFILE=long`
+# explores far more examples when run by hand.
+settings.register_profile("ci", max_examples=40, derandomize=True, deadline=None)
+settings.register_profile("long", max_examples=1500, deadline=None)
+settings.load_profile(os.environ.get("OPREG_HYPOTHESIS_PROFILE", "ci"))

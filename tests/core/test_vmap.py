@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch.func import vmap
 
@@ -93,7 +93,6 @@ def prop_op() -> Iterator[Any]:
     unregister(op.qualname)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
 @given(levels=st.lists(_level, min_size=1, max_size=4), data=st.data())
 def test_any_depth_and_in_dims_match_loops(
     prop_op: Any, levels: list[tuple[int | None, int | None]], data: st.DataObject
