@@ -1,33 +1,26 @@
-"""Fixtures for opreg-core's own tests: a fresh op namespace per test, torn down afterwards."""
+"""Fixtures for opreg-core's own tests, built on the opreg-testing plugin's."""
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Iterator
 
 import pytest
-import torch
 from hypothesis import settings
 
-from opreg_core import registered_ops, unregister
-
-_counter = itertools.count()
+from opreg_testing import OpNamespace
 
 
 @pytest.fixture
-def ns() -> Iterator[str]:
-    """A unique namespace; every opreg op registered in it is unregistered after the test."""
-    name = f"opreg_core_test_{next(_counter)}"
-    yield name
-    for op in registered_ops():
-        if op.namespace == name:
-            unregister(op.qualname)
+def ns(opreg_namespace: OpNamespace) -> str:
+    """A fresh op namespace (the opreg-testing plugin's, torn down after the test), as text:
+    tests name their ops ``f"{ns}::name"``."""
+    return opreg_namespace.name
 
 
 @pytest.fixture(autouse=True)
-def _seed() -> None:
-    torch.manual_seed(0)
+def _seed(opreg_seed: int) -> int:
+    """Every core test runs under the plugin's deterministic seed."""
+    return opreg_seed
 
 
 # Property-based tests: a fixed, derandomized profile in CI; `OPREG_HYPOTHESIS_PROFILE=long`
