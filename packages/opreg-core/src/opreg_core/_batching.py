@@ -78,12 +78,6 @@ def _unwrap(value: Any, level: int) -> tuple[Any, InDim]:
     return value, None
 
 
-def _is_batched(dim: InDim) -> bool:
-    if isinstance(dim, list):
-        return any(d is not None for d in dim)
-    return dim is not None
-
-
 def _front(t: torch.Tensor, dim: int | None, batch: int) -> torch.Tensor:
     if dim is None:
         return t.expand(batch, *t.shape)
