@@ -11,13 +11,31 @@ from ._naming import default_name
 from ._op import KernelHandle, Registration, SampleInput, VmapOp
 from ._register import register_vmap_op
 from ._registry import get_op, registered_ops, unregister
+from ._sharding import (
+    CustomSharding,
+    ElementwiseSharding,
+    ReplicateSharding,
+    RowwiseSharding,
+    ShardingFn,
+    ShardingRule,
+    ShardingSpec,
+    register_sharding_rule,
+    sharding_rule,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CustomSharding",
+    "ElementwiseSharding",
     "KernelHandle",
     "Registration",
+    "ReplicateSharding",
+    "RowwiseSharding",
     "SampleInput",
+    "ShardingFn",
+    "ShardingRule",
+    "ShardingSpec",
     "VmapInfo",
     "VmapOp",
     "VmapStats",
@@ -25,7 +43,9 @@ __all__ = [
     "default_name",
     "default_wrap_inputs",
     "get_op",
+    "register_sharding_rule",
     "register_vmap_op",
     "registered_ops",
+    "sharding_rule",
     "unregister",
 ]
