@@ -188,7 +188,7 @@ def bench_overhead() -> list[Row]:
     def raw_add() -> torch.Tensor:  # what a user writes without any op registration
         out = torch.empty_like(x)
         add_kernel[(triton.cdiv(16, block),)](
-            x, x, out, 16, WIDE=False, BLOCK=block, num_warps=warps
+            x, x, out, 16, WIDE=False, BLOCK=block, EVICT=jit_add.DEFAULT_EVICT, num_warps=warps
         )
         return out
 
@@ -197,8 +197,8 @@ def bench_overhead() -> list[Row]:
     def raw_philox() -> torch.Tensor:
         out = torch.empty((2, 8), dtype=torch.float32, device="cuda")
         philox_kernel[(1,)](
-            seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False,
-            BLOCK=jit_philox.DEFAULT_BLOCK, num_warps=jit_philox.DEFAULT_NUM_WARPS,
+            seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False, BLOCK=jit_philox.DEFAULT_BLOCK,
+            FAST_SINCOS=jit_philox.DEFAULT_FAST_SINCOS, num_warps=jit_philox.DEFAULT_NUM_WARPS,
         )  # fmt: skip
         return out
 
@@ -287,47 +287,71 @@ def bench_accuracy() -> list[Row]:
 
 
 def bench_sweep() -> list[Row]:
-    """Bandwidth of kernel configurations (1 GiB outputs), to choose the defaults."""
+    """Bandwidth of kernel configurations, to choose the defaults.
+
+    Same sizes and byte counts as the bandwidth table: philox writes 1 GiB; fused_add
+    reads two distinct 1 GiB tensors and writes a third (3 GiB moved, far beyond L2;
+    adding a tensor to itself would read it once and overstate the bandwidth by 3/2).
+    """
     rows: list[Row] = []
-    for kernel, rows_, cols, normal in (
-        ("philox_uniform long rows", 1024, 2**18, False),
-        ("philox_normal long rows", 1024, 2**18, True),
-        ("philox_uniform short rows", 2**26, 4, False),
-    ):
-        for block in (128, 256, 512, 1024, 2048):
-            for warps in (2, 4, 8):
-                gbs = _philox_config_bandwidth(rows_, cols, normal, block, warps)
-                free_memory()
-                rows.append({"kernel": kernel, "block": block, "warps": warps, "GB/s": gbs})
-    for block in (1024, 2048, 4096, 8192):
-        for warps in (4, 8, 16):
-            gbs = _add_config_bandwidth(block, warps)
+    philox_configs: list[tuple[str, int, int, bool, list[tuple[int, int, bool]]]] = [
+        ("philox_uniform long rows", 1024, 2**18, False,
+         [(b, w, True) for b in (512, 1024, 2048) for w in (4, 8)]),
+        ("philox_normal long rows", 1024, 2**18, True,
+         [(b, w, True) for b in (256, 512, 1024) for w in (4, 8)] + [(512, 4, False)]),
+        ("philox_uniform short rows", 2**26, 4, False,
+         [(b, w, True) for b in (512, 1024) for w in (4, 8)]),
+    ]  # fmt: skip
+    for kernel, rows_, cols, normal, configs in philox_configs:
+        for block, warps, fast in configs:
+            gbs = _philox_config_bandwidth(rows_, cols, normal, block, warps, fast)
             free_memory()
-            rows.append({"kernel": "fused_add", "block": block, "warps": warps, "GB/s": gbs})
+            rows.append({
+                "kernel": kernel, "block": block, "warps": warps, "variant":
+                ("fast sincos" if fast else "libdevice sin/cos") if normal else "", "GB/s": gbs,
+            })  # fmt: skip
+    x = torch.randn(GIB // 4, device="cuda")
+    y = torch.randn(GIB // 4, device="cuda")
+    for block in (2048, 4096, 8192):
+        for warps in (4, 8):
+            for evict in (False, True):
+                gbs = _add_config_bandwidth(x, y, block, warps, evict)
+                rows.append({
+                    "kernel": "fused_add", "block": block, "warps": warps,
+                    "variant": "evict_first" if evict else "", "GB/s": gbs,
+                })  # fmt: skip
+    t_torch = gpu_ms(lambda: torch.add(x, y), iters=10)
+    rows.append({"kernel": "fused_add", "variant": "torch.add", "GB/s": 3 * GIB / t_torch / 1e6})
     print_table(
-        "configuration sweep (defaults: DEFAULT_BLOCK / DEFAULT_NUM_WARPS in opreg_kernels/jit/)",
+        "configuration sweep (defaults: DEFAULT_* in opreg_kernels/jit/; GB/s as in bandwidth)",
         rows,
-        ["kernel", "block", "warps", "GB/s"],
+        ["kernel", "block", "warps", "variant", "GB/s"],
     )
     return rows
 
 
-def _philox_config_bandwidth(rows: int, cols: int, normal: bool, block: int, warps: int) -> float:
+def _philox_config_bandwidth(
+    rows: int, cols: int, normal: bool, block: int, warps: int, fast: bool
+) -> float:
     from opreg_kernels.jit import philox as jit_philox
 
     seeds = torch.arange(rows, device="cuda")
     t = gpu_ms(
-        lambda: jit_philox.launch_rows(seeds, cols, 0, normal=normal, block=block, num_warps=warps),
+        lambda: jit_philox.launch_rows(
+            seeds, cols, 0, normal=normal, block=block, num_warps=warps, fast_sincos=fast
+        ),
         iters=10,
     )
     return rows * cols * 4 / t / 1e6
 
 
-def _add_config_bandwidth(block: int, warps: int) -> float:
+def _add_config_bandwidth(x: torch.Tensor, y: torch.Tensor, block: int, warps: int, evict: bool
+                          ) -> float:  # fmt: skip
     from opreg_kernels.jit import add as jit_add
 
-    x = torch.randn(GIB // 4, device="cuda")
-    t = gpu_ms(lambda: jit_add.launch_add(x, x, block=block, num_warps=warps), iters=10)
+    t = gpu_ms(
+        lambda: jit_add.launch_add(x, y, block=block, num_warps=warps, evict=evict), iters=10
+    )
     return 3 * GIB / t / 1e6
 
 

@@ -31,6 +31,22 @@ def test_register_triton_device_type_normalises_and_ignores_empty(device_types: 
         opreg_kernels.register_triton_device_type(3)  # type: ignore[arg-type]
 
 
+def test_unregister_triton_device_type_is_the_inverse(device_types: None) -> None:
+    assert "unregister_triton_device_type" in opreg_kernels.__all__
+    opreg_kernels.register_triton_device_type("npu")
+    opreg_kernels.unregister_triton_device_type("  NPU ")
+    assert opreg_kernels.triton_device_types() == frozenset({"cuda"})
+    opreg_kernels.unregister_triton_device_type("never-registered")  # ignored
+    opreg_kernels.unregister_triton_device_type("")
+    assert opreg_kernels.triton_device_types() == frozenset({"cuda"})
+    opreg_kernels.unregister_triton_device_type("CUDA")
+    assert opreg_kernels.triton_device_types() == frozenset()
+    assert not opreg_kernels.triton_supports_device("cuda:0")
+    opreg_kernels.register_triton_device_type("cuda")
+    with pytest.raises(TypeError, match=r"unregister_triton_device_type.*str"):
+        opreg_kernels.unregister_triton_device_type(None)  # type: ignore[arg-type]
+
+
 def test_has_triton_reflects_whether_triton_imports() -> None:
     installed = importlib.util.find_spec("triton") is not None
     disabled = backend._disabled_by_env()

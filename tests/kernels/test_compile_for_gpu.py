@@ -39,13 +39,15 @@ philox_types = ["*i64", "*fp32", "i32", "i32", "i32", "i32", "i32"]
 for kernel in (philox._philox_long_rows_kernel, philox._philox_short_rows_kernel):
     for normal in (False, True):
         for wide in (False, True):
-            key = f"{kernel.fn.__name__} normal={normal} wide={wide}"
-            constexprs = {"NORMAL": normal, "WIDE": wide, "BLOCK": philox.DEFAULT_BLOCK}
-            results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
+            for fast in (False, True):
+                key = f"{kernel.fn.__name__} normal={normal} wide={wide} fast_sincos={fast}"
+                constexprs = {"NORMAL": normal, "WIDE": wide, "FAST_SINCOS": fast}
+                constexprs["BLOCK"] = philox.DEFAULT_BLOCK
+                results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
 for dtype in ("fp32", "fp16", "bf16", "fp64", "i32", "i64"):
     for wide in (False, True):
         types = [f"*{dtype}"] * 3 + ["i64" if wide else "i32"]
-        constexprs = {"WIDE": wide, "BLOCK": add.DEFAULT_BLOCK}
+        constexprs = {"WIDE": wide, "BLOCK": add.DEFAULT_BLOCK, "EVICT": add.DEFAULT_EVICT}
         key = f"_add_kernel {dtype} wide={wide}"
         results[key] = build(add._add_kernel, types, constexprs, aligned=(0, 1, 2, 3))
 print(json.dumps(results))
@@ -68,7 +70,7 @@ def compiled() -> dict[str, Any]:
 
 
 def test_every_kernel_variant_compiles_to_a_cubin(compiled: dict[str, Any]) -> None:
-    assert len(compiled) == 8 + 12
+    assert len(compiled) == 16 + 12
     for key, result in compiled.items():
         assert result["cubin"] > 0, key
 

@@ -154,3 +154,32 @@ def test_int64_indexing_beyond_two_gigaelements() -> None:
     big = torch.ones(2**31 + 1000, dtype=torch.float16, device="cuda")
     out = fused_add(big, big)
     assert out[-1000:].eq(2).all() and out[:1000].eq(2).all()
+
+
+def test_cached_launches_match_for_every_specialisation() -> None:
+    # The launchers reuse compiled kernels per specialisation key (alignment, sizes, dtype,
+    # device): repeated and mixed calls must each run the right variant.
+    base = torch.randn(4096 + 3, device="cuda")
+    other = torch.randn(4096 + 3, device="cuda")
+    for _ in range(3):
+        for start, stop in ((0, 4096), (1, 4097), (0, 1), (3, 4099), (0, 17), (2, 3)):
+            x, y = base[start:stop], other[start:stop]
+            assert torch.equal(fused_add(x, y), x + y), (start, stop)
+        for dtype in (torch.float16, torch.int32):
+            xi, yi = base[:100].to(dtype), other[:100].to(dtype)
+            assert torch.equal(fused_add(xi, yi), xi + yi)
+    seeds = torch.arange(40, device="cuda") * 977
+    for _ in range(2):
+        for n, counter in ((1, 0), (4, 2**32 - 1), (16, 5), (2049, 1), (4100, 2**40)):
+            for rows in (seeds, seeds[1:], seeds[:1]):
+                got = philox_uniform(rows, n, counter).cpu()
+                assert torch.equal(got, philox_uniform.fallback(rows.cpu(), n, counter)), n
+                normal = philox_normal(rows, n, counter).cpu()
+                ref = philox_normal.fallback(rows.cpu(), n, counter)
+                assert (normal - ref).abs().max().item() <= 4e-6
+    if torch.cuda.device_count() > 1:  # the same key on another device: its own kernel
+        x1 = base.to("cuda:1")
+        assert torch.equal(fused_add(x1, x1).cpu(), (base + base).cpu())
+        assert torch.equal(
+            philox_uniform(seeds.to("cuda:1"), 16).cpu(), philox_uniform.fallback(seeds.cpu(), 16)
+        )

@@ -13,6 +13,7 @@ from .backend import (
     register_triton_device_type,
     triton_device_types,
     triton_supports_device,
+    unregister_triton_device_type,
 )
 from .errors import TritonKernelError
 from .ops import fused_add, philox_normal, philox_uniform
@@ -34,4 +35,5 @@ __all__ = [
     "triton_device_types",
     "triton_kernel_info",
     "triton_supports_device",
+    "unregister_triton_device_type",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "register_triton_device_type",
     "triton_device_types",
     "triton_supports_device",
+    "unregister_triton_device_type",
 ]
 
 #: Environment variable that switches every Triton kernel off ("1", "true", "yes", "on").
@@ -60,6 +61,21 @@ def register_triton_device_type(name: str) -> None:
         return
     with _lock:
         _device_types = _device_types | {normalized}
+
+
+def unregister_triton_device_type(name: str) -> None:
+    """Remove ``name`` from the default Triton device types (inverse of the register call).
+
+    The name is normalised the same way (stripped, lower-cased); a name not in the
+    set (or empty) is ignored. Ops already registered keep their kernels.
+    """
+    global _device_types
+    if not isinstance(name, str):
+        raise TypeError(f"unregister_triton_device_type: expected a str, got {type(name).__name__}")
+    normalized = normalize_device_type(name)
+    with _lock:
+        if normalized in _device_types:
+            _device_types = _device_types - {normalized}
 
 
 def _disabled_by_env() -> bool:
