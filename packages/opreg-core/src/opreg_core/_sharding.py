@@ -355,7 +355,7 @@ def _clear_caches() -> None:
     try:
         from torch.distributed.tensor import debug
 
-        debug._clear_sharding_prop_cache()
+        debug._clear_sharding_prop_cache()  # type: ignore[no-untyped-call]
     except (ImportError, AttributeError, RuntimeError):
         pass
 
