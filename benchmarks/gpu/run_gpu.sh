@@ -7,6 +7,7 @@
 #         element, CUDA graphs, torch.compile, 64-bit indexing; device-guard tests on 2+ GPUs)
 # interp  tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
 # bench   benchmarks/bench_kernels.py with the configuration sweep
+# benchmain benchmarks/bench_kernels.py without the sweep (the main tables only)
 # core    tests/core on this machine's torch and Python (the version check of issue 5)
 # testing tests/testing (the checks, plugin and `opreg check`, CUDA included)
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
@@ -73,11 +74,12 @@ for name in "${steps[@]}"; do
     tests) step tests_cuda 330 "$py" -m pytest tests/kernels "${pytest_args[@]}" -s ;;
     interp) step tests_interpreter 180 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q ;;
     bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
+    benchmain) step bench_main 240 "$py" benchmarks/bench_kernels.py --json "$OUT/bench.json" ;;
     core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
     # Not pip-installed here: load the plugin that its entry point would load.
     testing) step tests_testing 300 "$py" -m pytest -p opreg_testing.plugin tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
-    *) echo "unknown step $name (tests, interp, bench, core, testing, benchcore)"; status=1 ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, core, testing, benchcore)"; status=1 ;;
   esac
 done
 
