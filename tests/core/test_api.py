@@ -222,3 +222,27 @@ def test_chain_of_reregistrations_keeps_every_handle_live(ns: str) -> None:
     for handle in handles:
         torch.testing.assert_close(handle(x), x * 4)
         assert handle.overload is handles[-1].overload
+
+
+def test_sharding_keyword_declares_a_rule_and_reregistration_drops_it(ns: str) -> None:
+    op = register_vmap_op(
+        lambda x: x + 1,
+        fake_fn=_fake,
+        name=f"{ns}::inc",
+        schema="(Tensor x) -> Tensor",
+        sharding="elementwise",
+    )
+    assert type(op.sharding).__name__ == "ElementwiseSharding"
+    again = register_vmap_op(
+        lambda x: x + 2, fake_fn=_fake, name=f"{ns}::inc", schema="(Tensor x) -> Tensor"
+    )
+    assert again.sharding is None and op.sharding is None  # the earlier handle follows
+    with pytest.raises(ValueError, match=f"{ns}::bad"):
+        register_vmap_op(
+            lambda x: x,
+            fake_fn=_fake,
+            name=f"{ns}::bad",
+            schema="(Tensor x) -> Tensor",
+            sharding="diagonal",
+        )
+    assert f"{ns}::bad" not in {o.qualname for o in registered_ops()}

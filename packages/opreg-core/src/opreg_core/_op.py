@@ -86,6 +86,7 @@ class VmapOp(OpOverload[P, R]):
     setup_context: Callable[..., Any] | None
     differentiable: bool
     sample_inputs: SampleInputs | None
+    sharding: Any  #: the resolved ``ShardingRule`` or None (see ``register_sharding_rule``)
     module: str  #: ``fn.__module__``: where the op was defined (the registry groups by it)
     registrations: tuple[Registration, ...]
     vmap_stats: VmapStats

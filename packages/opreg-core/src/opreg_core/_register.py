@@ -20,6 +20,7 @@ from ._autograd import (
 from ._batching import BatchingRules, VmapStats
 from ._naming import BATCHED_SUFFIX, default_name, split_name
 from ._op import KernelHandle, Registration, SampleInputs, VmapOp
+from ._sharding import ShardingSpec, register_sharding_rule, sharding_rule
 from ._signature import Signature, infer_schema, parse_signature
 from ._torch_private import Library, operator_exists
 
@@ -45,6 +46,7 @@ class _Options:
     setup_context: Callable[..., Any] | None
     differentiable: bool
     sample_inputs: SampleInputs | None
+    sharding: ShardingSpec | None
 
 
 def dispatch_key_for(device_type: str) -> str:
@@ -217,6 +219,8 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
             f"marks {list(signature.mutated)} as mutated"
         )
     out_dims = _out_dims(qualname, o.vmap_out_dims, signature.num_returns)
+    if o.sharding is not None:
+        sharding_rule(o.sharding, qualname)  # refuse a bad rule before registering anything
     if signature.mutated and o.backward is not None:
         raise ValueError(
             f"opreg: {qualname}: backward is not supported for ops that mutate their arguments"
@@ -236,6 +240,8 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
         except BaseException:
             reg.lib.destroy()
             raise
+        # Also with None: a re-registered name must not keep the earlier op's rule.
+        op.__dict__["sharding"] = register_sharding_rule(op, o.sharding)
         _registry.add(op)  # earlier handles of the name now call the new definition
     return op
 
@@ -398,6 +404,7 @@ def register_vmap_op(
     setup_context: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> VmapOp[P, R]: ...
 
 
@@ -420,6 +427,7 @@ def register_vmap_op(
     setup_context: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> Callable[[Callable[P, R]], VmapOp[P, R]]: ...
 
 
@@ -441,6 +449,7 @@ def register_vmap_op(
     setup_context: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
     """Register ``fn`` as a PyTorch operator that works in eager, compile, vmap and autograd.
 
@@ -469,6 +478,9 @@ def register_vmap_op(
         differentiable: ``False`` declares the outputs non-differentiable by nature (random
             numbers, indices): no gradient flows, and calls take the cheapest dispatch path.
         sample_inputs: ``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks.
+        sharding: how the op runs on ``DTensor`` arguments: ``"elementwise"``, ``"rowwise"``,
+            ``"replicate"``, a ``ShardingRule`` or a ``register_sharding``-style function (see
+            ``opreg_core.register_sharding_rule``). None: no rule (DTensor refuses the op).
 
     Registering a name that opreg registered before (re-running a notebook cell, a reload)
     replaces the earlier op: its kernels are removed, the new ones registered, and old handles
@@ -490,6 +502,7 @@ def register_vmap_op(
         setup_context=setup_context,
         differentiable=differentiable,
         sample_inputs=sample_inputs,
+        sharding=sharding,
     )
     if fn is None:
 

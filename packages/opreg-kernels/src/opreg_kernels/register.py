@@ -14,7 +14,14 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import torch
 
-from opreg_core import KernelHandle, SampleInput, VmapOp, default_name, register_vmap_op
+from opreg_core import (
+    KernelHandle,
+    SampleInput,
+    ShardingSpec,
+    VmapOp,
+    default_name,
+    register_vmap_op,
+)
 
 from .backend import normalize_device_type, triton_device_types
 from .launch import Launcher, make_triton_kernel
@@ -187,6 +194,7 @@ def register_triton_op(
     differentiable: bool = True,
     triton_vmap_fn: Launcher | None = None,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> VmapOp[P, R]: ...
 
 
@@ -212,6 +220,7 @@ def register_triton_op(
     differentiable: bool = True,
     triton_vmap_fn: Launcher | None = None,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> Callable[[Callable[P, R]], VmapOp[P, R]]: ...
 
 
@@ -236,6 +245,7 @@ def register_triton_op(
     differentiable: bool = True,
     triton_vmap_fn: Launcher | None = None,
     sample_inputs: SampleInputs | None = None,
+    sharding: ShardingSpec | None = None,
 ) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
     """Register an op with a PyTorch fallback and a Triton launcher for chosen device types.
 
@@ -254,6 +264,8 @@ def register_triton_op(
             :func:`triton_kernel_info`).
         triton_vmap_fn: optional launcher for the batched operator (``vmap_fn``'s
             signature), so that ``vmap(op)`` runs Triton too; needs ``vmap_fn``.
+        sharding: how the op runs on DTensor arguments, as in ``register_vmap_op``; on each
+            rank the Triton kernel runs on the local shard, under its device's guard.
 
     Every launch runs with the tensors' device made current; a kernel that fails to
     compile or launch raises :class:`~opreg_kernels.TritonKernelError`.
@@ -283,6 +295,7 @@ def register_triton_op(
             setup_context=setup_context,
             differentiable=differentiable,
             sample_inputs=sample_inputs,
+            sharding=sharding,
         )
         info = TritonKernelInfo(op, triton_fn, triton_vmap_fn, devices)
         for device in sorted(devices):

@@ -5,7 +5,8 @@
 - ``vmap_fn`` is the same element-wise computation on batched inputs;
 - the Triton launchers (``jit/add.py``) are named by string, so Triton is
   imported on the first CUDA call and never by ``import opreg_kernels``;
-- the backward sends the incoming gradient to both inputs.
+- the backward sends the incoming gradient to both inputs;
+- ``sharding="elementwise"`` lets it run on DTensors sharded any way (same placement out).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
 
 @register_triton_op(
     name="opreg::fused_add",
+    sharding="elementwise",
     fake_fn=_fake,
     triton_fn=_LAUNCHER,
     vmap_fn=_add,

@@ -7,7 +7,8 @@ key = (low, high) 32-bit words of the seed; Philox call ``k`` of a row uses
 counter words ``((counter + k) mod 2**32, counter >> 32, 0, 0)`` and yields 4
 outputs, so advancing ``counter`` by 1 skips 4 values. Uniforms are
 ``(u32 >> 8) * 2**-24``; normals are Box-Muller of consecutive uniform pairs.
-Both ops are non-differentiable by declaration.
+Both ops are non-differentiable by declaration, and sharded over seeds on DTensors
+(``sharding="rowwise"``): a sharded call gives the same numbers as the unsharded one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ _normal_fallback = _rows(_NORMAL, philox_normal_rows, 1)
 
 @register_triton_op(
     name="opreg::philox_uniform",
+    sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
     fake_fn=_fake(_UNIFORM, 1),
     triton_fn=f"{_JIT}:launch_uniform",
     vmap_fn=_rows(_UNIFORM, philox_uniform_rows, 2),
@@ -82,6 +84,7 @@ def philox_uniform(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tenso
 
 @register_triton_op(
     name="opreg::philox_normal",
+    sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
     fake_fn=_fake(_NORMAL, 1),
     triton_fn=f"{_JIT}:launch_normal",
     vmap_fn=_rows(_NORMAL, philox_normal_rows, 2),
