@@ -8,6 +8,7 @@
 # interp  tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
 # bench   benchmarks/bench_kernels.py with the configuration sweep
 # benchmain benchmarks/bench_kernels.py without the sweep (the main tables only)
+# distributed tests/distributed (DTensor rules, 2 gloo processes on CPU)
 # core    tests/core on this machine's torch and Python (the version check of issue 5)
 # testing tests/testing (the checks, plugin and `opreg check`, CUDA included)
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
@@ -75,11 +76,12 @@ for name in "${steps[@]}"; do
     interp) step tests_interpreter 180 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q ;;
     bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
     benchmain) step bench_main 240 "$py" benchmarks/bench_kernels.py --json "$OUT/bench.json" ;;
+    distributed) step tests_distributed 150 "$py" -m pytest -p opreg_testing.plugin tests/distributed "${pytest_args[@]}" -q ;;
     core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
     # Not pip-installed here: load the plugin that its entry point would load.
     testing) step tests_testing 300 "$py" -m pytest -p opreg_testing.plugin tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, core, testing, benchcore)"; status=1 ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore)"; status=1 ;;
   esac
 done
 
