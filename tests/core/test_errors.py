@@ -342,3 +342,16 @@ def test_kernels_of_multi_output_ops_returning_wrong_arity(
     good.register_kernel("cpu", bad)
     with pytest.raises(RuntimeError, match="the cpu kernel returned"):
         good(torch.zeros(2))
+
+
+def test_backward_that_needs_a_setup_context_gets_a_clear_error(ns: str) -> None:
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors  # nothing was saved: no setup_context
+        return g * x
+
+    op = register_vmap_op(_f, fake_fn=_fake, name=f"{ns}::op", backward=backward)
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(
+        RuntimeError, match=f"{ns}::op: backward raised ValueError.*without setup_context"
+    ):
+        op(x).sum().backward()

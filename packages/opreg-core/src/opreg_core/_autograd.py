@@ -127,8 +127,14 @@ def make_autograd_kernel(
     signature: Signature,
     setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None,
     backward: Backward,
+    *,
+    user_backward: bool = False,
 ) -> Callable[..., Any]:
-    """The ``Autograd`` kernel (``with_keyset=True``) of one operator."""
+    """The ``Autograd`` kernel (``with_keyset=True``) of one operator.
+
+    ``user_backward``: ``backward`` is the user's; if it fails while no ``setup_context`` was
+    given, the error says that ``ctx`` holds nothing saved.
+    """
     count = len(signature.names)
     call = overload._op
 
@@ -150,7 +156,17 @@ def make_autograd_kernel(
 
     def backward_wrapper(ctx: Any, *grads: Any) -> Any:
         spec = ctx.opreg_spec
-        result = _normalize_grads(qualname, backward(ctx, *grads), count)
+        try:
+            grads_in = backward(ctx, *grads)
+        except Exception as exc:
+            if not user_backward or setup_context is not None:
+                raise
+            raise RuntimeError(
+                f"opreg: {qualname}: backward raised {type(exc).__name__}: {exc}. The op was "
+                "registered without setup_context, so ctx holds no saved tensors or attributes; "
+                "pass setup_context=... to save what backward needs."
+            ) from exc
+        result = _normalize_grads(qualname, grads_in, count)
         return (None, *flatten_grads(spec, result))
 
     function = type(

@@ -305,7 +305,14 @@ def _build(
         backward = o.backward if o.backward is not None else non_differentiable_backward(qualname)
         reg.impl(
             opname,
-            make_autograd_kernel(qualname, main, signature, o.setup_context, backward),
+            make_autograd_kernel(
+                qualname,
+                main,
+                signature,
+                o.setup_context,
+                backward,
+                user_backward=o.backward is not None,
+            ),
             "Autograd",
             "autograd",
             with_keyset=True,
