@@ -325,3 +325,15 @@ def test_device_guard_switches_to_the_tensors_device_and_back(
     index[0] = 0
     op(torch.ones(2))
     assert seen[-1] == 0 and device_module.log == [1, 0, 1, 0]  # already current: no switch
+
+
+def test_missing_fake_fn_or_triton_fn_names_the_op(ns: str) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    with pytest.raises(
+        TypeError, match=f"opreg: {ns}::f: triton_fn must be a callable .* got None"
+    ):
+        register_triton_op(name=f"{ns}::f", fake_fn=f)(f)
+    with pytest.raises(TypeError, match=f"opreg: {ns}::f: fake_fn must be a callable, got missing"):
+        register_triton_op(name=f"{ns}::f", triton_fn=f)(f)

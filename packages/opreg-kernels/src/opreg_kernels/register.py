@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 import torch
 
@@ -159,13 +159,14 @@ def _device_type_set(qualname: str, value: object) -> frozenset[str]:
     return names
 
 
-def _check_launcher(qualname: str, label: str, value: object) -> None:
+def _check_launcher(qualname: str, label: str, value: object) -> Launcher:
+    """``value`` as a launcher, or a TypeError naming the op."""
     if callable(value):
-        return
+        return cast(Launcher, value)
     if isinstance(value, str):
         module, sep, attr = value.partition(":")
         if module and sep and attr.isidentifier():
-            return
+            return value
     raise TypeError(
         f"opreg: {qualname}: {label} must be a callable or a 'package.module:function' string, "
         f"got {value!r}"
@@ -177,8 +178,8 @@ def register_triton_op(
     fn: Callable[P, R],
     /,
     *,
-    fake_fn: Callable[..., Any],
-    triton_fn: Launcher,
+    fake_fn: Callable[..., Any] | None = None,
+    triton_fn: Launcher | None = None,
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
@@ -203,8 +204,8 @@ def register_triton_op(
     fn: None = None,
     /,
     *,
-    fake_fn: Callable[..., Any],
-    triton_fn: Launcher,
+    fake_fn: Callable[..., Any] | None = None,
+    triton_fn: Launcher | None = None,
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
@@ -228,8 +229,8 @@ def register_triton_op(
     fn: Callable[P, R] | None = None,
     /,
     *,
-    fake_fn: Callable[..., Any],
-    triton_fn: Launcher,
+    fake_fn: Callable[..., Any] | None = None,
+    triton_fn: Launcher | None = None,
     vmap_fn: Callable[..., Any] | None = None,
     fake_vmap_fn: Callable[..., Any] | None = None,
     vmap_wrap_inputs: Callable[..., Any] | None = None,
@@ -273,7 +274,7 @@ def register_triton_op(
 
     def decorator(f: Callable[P, R]) -> VmapOp[P, R]:
         qualname = name if isinstance(name, str) else default_name(f)
-        _check_launcher(qualname, "triton_fn", triton_fn)
+        launcher = _check_launcher(qualname, "triton_fn", triton_fn)
         if triton_vmap_fn is not None:
             _check_launcher(qualname, "triton_vmap_fn", triton_vmap_fn)
             if vmap_fn is None:
@@ -297,7 +298,7 @@ def register_triton_op(
             sample_inputs=sample_inputs,
             sharding=sharding,
         )
-        info = TritonKernelInfo(op, triton_fn, triton_vmap_fn, devices)
+        info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices)
         for device in sorted(devices):
             info.add_device_type(device)
         with _infos_lock:
