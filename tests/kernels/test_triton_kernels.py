@@ -6,6 +6,8 @@ added to the ops' Triton device types) and, on a GPU machine, on CUDA.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +174,31 @@ def test_torch_compile_fullgraph_matches_eager(triton_device: torch.device) -> N
     compiled = torch.compile(f, fullgraph=True)(seeds, x)
     eager = f(seeds, x)
     assert torch.equal(compiled[0], eager[0]) and torch.equal(compiled[1], eager[1])
+
+
+def test_a_kernel_that_cannot_compile_names_the_op_and_device(
+    triton_device: torch.device, opreg_namespace: Any
+) -> None:
+    """A real @triton.jit body with an error: TritonKernelError names the op and the device
+    and suggests OPREG_DISABLE_TRITON=1 (interpreter on CPU, the compiler on CUDA)."""
+    from opreg_kernels import TritonKernelError, register_triton_op
+
+    def identity(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        op = register_triton_op(
+            name=opreg_namespace.qualname("broken"),
+            fake_fn=lambda x: torch.empty_like(x),
+            triton_fn="broken_kernel:launch",
+            triton_device_types=triton_device.type,
+        )(identity)
+        with pytest.raises(TritonKernelError) as info:
+            op(torch.ones(300, device=triton_device))
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+        sys.modules.pop("broken_kernel", None)
+    message = str(info.value)
+    assert op.qualname in message and triton_device.type in message
+    assert "OPREG_DISABLE_TRITON=1" in message
