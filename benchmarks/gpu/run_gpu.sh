@@ -10,7 +10,10 @@
 # benchmain benchmarks/bench_kernels.py without the sweep (the main tables only)
 # distributed tests/distributed (DTensor rules, 2 gloo processes on CPU)
 # core    tests/core on this machine's torch and Python (the version check of issue 5)
-# testing tests/testing (the checks, plugin and `opreg check`, CUDA included)
+# testing tests/testing (the checks, plugin and `opreg check`, CUDA included). Its pytester
+#         and CLI tests need the packages pip-installed (entry points): carry wheels built here
+#         (`pip wheel --no-deps packages/*`) and `pip install --no-deps` them first; from
+#         PYTHONPATH alone those tests fail.
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
