@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 import torch
@@ -20,116 +18,21 @@ from ._autograd import (
 from ._batching import BatchingRules, VmapStats
 from ._naming import BATCHED_SUFFIX, default_name, split_name
 from ._op import KernelHandle, Registration, SampleInputs, VmapOp
+from ._options import (
+    Options,
+    as_names,
+    check_callable,
+    check_mutates_args,
+    dispatch_key_for,
+    normalize_out_dims,
+    validate,
+)
 from ._sharding import ShardingSpec, register_sharding_rule, sharding_rule
 from ._signature import Signature, infer_schema, parse_signature
 from ._torch_private import Library, operator_exists
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class _Options:
-    """Everything passed to ``register_vmap_op`` besides ``fn``."""
-
-    fake_fn: Callable[..., Any] | None
-    vmap_fn: Callable[..., Any] | None
-    fake_vmap_fn: Callable[..., Any] | None
-    vmap_wrap_inputs: Callable[..., Any] | None
-    vmap_out_dims: int | Sequence[int | None] | None
-    max_vmap_level: int | None
-    name: str | None
-    mutates_args: str | Sequence[str]
-    device_types: str | Sequence[str] | None
-    schema: str | None
-    backward: Callable[..., Any] | None
-    setup_context: Callable[..., Any] | None
-    differentiable: bool
-    sample_inputs: SampleInputs | None
-    sharding: ShardingSpec | None
-
-
-def dispatch_key_for(device_type: str) -> str:
-    """The backend dispatch key of a device type (``"cuda"`` -> ``"CUDA"``); ValueError if
-    this torch build does not know it."""
-    if not isinstance(device_type, str):
-        raise TypeError(f"device type must be a string, got {type(device_type).__name__}")
-    try:
-        return str(torch._C._dispatch_key_for_device(device_type.strip().lower()))
-    except RuntimeError as exc:
-        raise ValueError(f"device type {device_type!r} is not known to this torch build") from exc
-
-
-def _check_callable(qualname: str, label: str, value: object, required: bool = False) -> None:
-    if value is None and not required:
-        return
-    if not callable(value):
-        got = "missing" if value is None else f"a {type(value).__name__}"
-        raise TypeError(f"opreg: {qualname}: {label} must be a callable, got {got}")
-
-
-def _names(qualname: str, label: str, value: str | Sequence[str]) -> tuple[str, ...]:
-    items = (value,) if isinstance(value, str) else value
-    if not isinstance(items, (tuple, list)) or not all(isinstance(v, str) for v in items):
-        raise TypeError(f"opreg: {qualname}: {label} must be a string or a sequence of strings")
-    return tuple(items)
-
-
-def _out_dims(qualname: str, value: object, num_returns: int) -> tuple[int | None, ...]:
-    def valid(d: object) -> bool:
-        return d is None or (isinstance(d, int) and not isinstance(d, bool))
-
-    if valid(value):
-        return (value,) * num_returns  # type: ignore[return-value]
-    if not isinstance(value, (tuple, list)) or not all(map(valid, value)):
-        raise TypeError(f"opreg: {qualname}: vmap_out_dims must be an int, None or a tuple of them")
-    if len(value) != num_returns:
-        raise ValueError(
-            f"opreg: {qualname}: vmap_out_dims has {len(value)} entries but the op returns "
-            f"{num_returns} outputs"
-        )
-    return tuple(value)
-
-
-def _validate(fn: Callable[..., Any], qualname: str, o: _Options) -> None:
-    """Check the options that don't need the schema; errors name the op."""
-    _check_callable(qualname, "fake_fn", o.fake_fn, required=True)
-    for label in ("vmap_fn", "fake_vmap_fn", "vmap_wrap_inputs", "backward", "setup_context"):
-        _check_callable(qualname, label, getattr(o, label))
-    _check_callable(qualname, "sample_inputs", o.sample_inputs)
-    if o.vmap_fn is not None and o.fake_vmap_fn is None:
-        raise TypeError(f"opreg: {qualname}: vmap_fn needs fake_vmap_fn (the batched op's fake)")
-    if o.vmap_fn is None:
-        for label in ("fake_vmap_fn", "vmap_wrap_inputs"):
-            if getattr(o, label) is not None:
-                raise ValueError(f"opreg: {qualname}: {label} is given but vmap_fn is not")
-    level = o.max_vmap_level
-    if level is not None and (not isinstance(level, int) or isinstance(level, bool)):
-        raise TypeError(f"opreg: {qualname}: max_vmap_level must be a positive int or None")
-    if level is not None and level < 1:
-        raise ValueError(f"opreg: {qualname}: max_vmap_level must be at least 1, got {level}")
-    if not isinstance(o.differentiable, bool):
-        raise TypeError(f"opreg: {qualname}: differentiable must be a bool")
-    if o.setup_context is not None and o.backward is None:
-        raise ValueError(f"opreg: {qualname}: setup_context is given but backward is not")
-    if o.backward is not None and not o.differentiable:
-        raise ValueError(
-            f"opreg: {qualname}: backward is given but differentiable=False declares that no "
-            "gradient flows through the op"
-        )
-
-
-def _check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[str, ...]) -> None:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return
-    for arg in mutated:
-        if arg not in params:
-            raise ValueError(
-                f"opreg: {qualname}: mutates_args names {arg!r}, which is not a parameter of "
-                f"{getattr(fn, '__qualname__', fn)!r} (parameters: {', '.join(params)})"
-            )
 
 
 def checked_arity(
@@ -192,16 +95,16 @@ class _Registrar:
         self.done.append(Registration(f"{self.namespace}::{opname}", "Meta", what))
 
 
-def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
+def _register(fn: Callable[P, R], o: Options) -> VmapOp[P, R]:
     if not callable(fn):
         raise TypeError(f"opreg: register_vmap_op expects a function, got {type(fn).__name__}")
     qualname = default_name(fn) if o.name is None else o.name
     namespace, opname = split_name(qualname)
-    _validate(fn, qualname, o)
-    mutated = _names(qualname, "mutates_args", o.mutates_args)
-    _check_mutates_args(fn, qualname, mutated)
+    validate(fn, qualname, o)
+    mutated = as_names(qualname, "mutates_args", o.mutates_args)
+    check_mutates_args(fn, qualname, mutated)
     device_types = (
-        None if o.device_types is None else _names(qualname, "device_types", o.device_types)
+        None if o.device_types is None else as_names(qualname, "device_types", o.device_types)
     )
     try:
         keys = (
@@ -218,7 +121,7 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
             f"opreg: {qualname}: mutates_args {list(mutated)} disagrees with the schema, which "
             f"marks {list(signature.mutated)} as mutated"
         )
-    out_dims = _out_dims(qualname, o.vmap_out_dims, signature.num_returns)
+    out_dims = normalize_out_dims(qualname, o.vmap_out_dims, signature.num_returns)
     if o.sharding is not None:
         sharding_rule(o.sharding, qualname)  # refuse a bad rule before registering anything
     if signature.mutated and o.backward is not None:
@@ -248,7 +151,7 @@ def _register(fn: Callable[P, R], o: _Options) -> VmapOp[P, R]:
 
 def _build(
     fn: Callable[P, R],
-    o: _Options,
+    o: Options,
     reg: _Registrar,
     qualname: str,
     opname: str,
@@ -367,7 +270,7 @@ def add_kernel(
     op: VmapOp[Any, Any], device_type: str, kernel: Callable[..., Any], batched: bool
 ) -> KernelHandle:
     """Implementation of :meth:`VmapOp.register_kernel`."""
-    _check_callable(op.qualname, "kernel", kernel, required=True)
+    check_callable(op.qualname, "kernel", kernel, required=True)
     try:
         key = dispatch_key_for(device_type)
     except (TypeError, ValueError) as exc:
@@ -494,7 +397,7 @@ def register_vmap_op(
     of the op call the new definition. A name held by an operator opreg did not register is
     refused with ``ValueError``.
     """
-    options = _Options(
+    options = Options(
         fake_fn=fake_fn,
         vmap_fn=vmap_fn,
         fake_vmap_fn=fake_vmap_fn,
