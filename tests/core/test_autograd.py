@@ -195,3 +195,23 @@ def test_backward_with_non_tensor_and_list_inputs(ns: str) -> None:
     B = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: vmap(lambda p, q: op([p, q], 2.0))(a, b), (A, B))
     assert op.vmap_stats.fast >= 1
+
+
+def test_forward_mode_ad_is_an_error_not_a_zero_tangent(op: Any) -> None:
+    """Without this, torch.func.jvp and jacfwd silently returned zero tangents."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jacfwd, jvp
+
+    x, y = _inputs()
+    message = f"{op.qualname}: forward-mode AD"
+    with pytest.raises(RuntimeError, match=message):
+        jvp(lambda a: op(a, y), (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match=message):
+        jacfwd(lambda b: op(x, b))(y)
+    with pytest.raises(RuntimeError, match=message):
+        jvp(lambda a: vmap(op, in_dims=(0, None))(a, y), (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match=message), fwAD.dual_level():
+        op(fwAD.make_dual(x, torch.ones_like(x)), y)
+    # reverse mode still works, and dual levels without dual inputs are fine
+    with fwAD.dual_level():
+        torch.testing.assert_close(op(x, y), _f(x, y))

@@ -23,6 +23,7 @@ from ._torch_private import (
     SingleLevelFunction,
     apply_function,
     enable_single_level_autograd_function,
+    forward_mode_ad_active,
 )
 
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
@@ -183,6 +184,12 @@ def make_autograd_kernel(
     tensor = torch.Tensor
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if forward_mode_ad_active(args, kwargs):
+            raise RuntimeError(
+                f"opreg: {qualname}: forward-mode AD (torch.func.jvp, jacfwd, dual tensors) "
+                "through this op is not supported; its tangent would be lost. Use reverse mode "
+                "(torch.func.grad, vjp, jacrev), or differentiable=False if no gradient flows."
+            )
         if grad_enabled():
             needs_grad = False
             for a in args:

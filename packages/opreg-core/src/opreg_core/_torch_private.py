@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import torch
 import torch._C._functorch as _functorch
+import torch.autograd.forward_ad as _forward_ad
 from torch._functorch import autograd_function as _autograd_function
 from torch.autograd.function import _SingleLevelFunction
 
@@ -33,6 +34,25 @@ def current_vmap_level() -> int:
     if level is None:
         raise RuntimeError("opreg: a batching rule ran outside of torch.vmap")
     return level
+
+
+_unpack_dual: Callable[[torch.Tensor], Any] = _forward_ad.unpack_dual
+
+
+def forward_mode_ad_active(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether forward-mode AD would pass through this call: a ``torch.func.jvp``/``jacfwd``
+    level on top of functorch's stack, or a dual tensor among the arguments."""
+    if torch._C._are_functorch_transforms_active():
+        top = _functorch.peek_interpreter_stack()
+        if top is not None and top.key() == _functorch.TransformType.Jvp:
+            return True
+    if _forward_ad._current_level < 0:
+        return False
+    for value in (*args, *kwargs.values()):
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(t, torch.Tensor) and _unpack_dual(t).tangent is not None:
+                return True
+    return False
 
 
 def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
