@@ -126,7 +126,7 @@ def make_autograd_kernel(
     qualname: str,
     overload: Any,
     signature: Signature,
-    setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None,
+    setup_context: SetupContext | None,
     backward: Backward,
     *,
     user_backward: bool = False,
@@ -211,11 +211,10 @@ def make_autograd_kernel(
 
 def derive_batched_backward(
     qualname: str,
-    signature: Signature,
     out_dims: Sequence[int | None],
-    setup_context: Callable[[Any, tuple[Any, ...], Any], None] | None,
+    setup_context: SetupContext | None,
     backward: Backward,
-) -> tuple[Callable[[Any, tuple[Any, ...], Any], None], Backward]:
+) -> tuple[SetupContext, Backward]:
     """``setup_context`` and ``backward`` of the batched op, derived from the user's by vmap.
 
     The batched op's inputs carry the batch at dim 0 and its outputs at ``out_dims``; the

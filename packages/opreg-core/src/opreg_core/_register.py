@@ -186,7 +186,7 @@ def _build(
         reg.impl(batched_name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
     elif signature.returns_list:
         # PyTorch's per-sample fallback cannot stack list outputs; loop here instead.
-        rules = BatchingRules(qualname, main._op, main._op, out_dims, None, 0)
+        rules = BatchingRules(qualname, main._op, main._op, out_dims, None, None)
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
 
     if signature.mutated:
@@ -222,7 +222,7 @@ def _build(
         )
         if batched is not None:
             setup_b, backward_b = derive_batched_backward(
-                qualname, signature, out_dims, o.setup_context, backward
+                qualname, out_dims, o.setup_context, backward
             )
             reg.impl(
                 batched_name,
