@@ -10,7 +10,6 @@ On a machine with CUDA the interpreter stays off unless the caller sets it.
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,24 +21,18 @@ if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 import opreg_kernels
-from opreg_core import registered_ops, unregister
 from opreg_kernels import backend
+from opreg_testing import OpNamespace
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 SHIPPED_OPS = (opreg_kernels.fused_add, opreg_kernels.philox_uniform, opreg_kernels.philox_normal)
 
-_counter = itertools.count()
-
 
 @pytest.fixture
-def ns() -> Iterator[str]:
-    """A unique op namespace; its ops are unregistered after the test."""
-    name = f"opreg_kernels_test_{next(_counter)}"
-    yield name
-    for op in registered_ops():
-        if op.namespace == name:
-            unregister(op.qualname)
+def ns(opreg_namespace: OpNamespace) -> str:
+    """A fresh op namespace (the opreg-testing plugin's, torn down after the test), as text."""
+    return opreg_namespace.name
 
 
 @pytest.fixture
