@@ -31,7 +31,11 @@ def build(kernel, types, constexprs, aligned):
     source = ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     ptx = compiled.asm["ptx"]
-    return {"cubin": len(compiled.asm["cubin"]), "vector_stores": ptx.count("st.global.v4")}
+    return {
+        "cubin": len(compiled.asm["cubin"]),
+        "vector_stores": ptx.count("st.global.v4"),
+        "hardware_log2": ptx.count("lg2.approx"),
+    }
 
 
 results = {}
@@ -40,10 +44,12 @@ for kernel in (philox._philox_long_rows_kernel, philox._philox_short_rows_kernel
     for normal in (False, True):
         for wide in (False, True):
             for fast in (False, True):
-                key = f"{kernel.fn.__name__} normal={normal} wide={wide} fast_sincos={fast}"
-                constexprs = {"NORMAL": normal, "WIDE": wide, "FAST_SINCOS": fast}
-                constexprs["BLOCK"] = philox.DEFAULT_BLOCK
-                results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
+                for ptx in (False, True) if normal else (False,):
+                    key = (f"{kernel.fn.__name__} normal={normal} wide={wide} fast_sincos={fast} "
+                           f"ptx_math={ptx}")
+                    constexprs = {"NORMAL": normal, "WIDE": wide, "FAST_SINCOS": fast,
+                                  "PTX_MATH": ptx, "BLOCK": philox.DEFAULT_BLOCK}
+                    results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
 for dtype in ("fp32", "fp16", "bf16", "fp64", "i32", "i64"):
     for wide in (False, True):
         types = [f"*{dtype}"] * 3 + ["i64" if wide else "i32"]
@@ -70,7 +76,7 @@ def compiled() -> dict[str, Any]:
 
 
 def test_every_kernel_variant_compiles_to_a_cubin(compiled: dict[str, Any]) -> None:
-    assert len(compiled) == 16 + 12
+    assert len(compiled) == 2 * (4 + 8) + 12
     for key, result in compiled.items():
         assert result["cubin"] > 0, key
 
@@ -80,3 +86,8 @@ def test_kernels_store_sixteen_bytes_per_instruction(compiled: dict[str, Any]) -
     for key, result in compiled.items():
         if key.startswith("_philox") or key.startswith("_add_kernel fp32"):
             assert result["vector_stores"] > 0, key
+
+
+def test_ptx_math_uses_the_hardware_log2_only_when_asked(compiled: dict[str, Any]) -> None:
+    for key, result in compiled.items():
+        assert (result["hardware_log2"] > 0) == key.endswith("ptx_math=True"), key

@@ -31,9 +31,9 @@ def seeds_on(device: torch.device, count: int | None = None) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
-# n values: below one call, odd, a multiple of 16, and rows long enough (>= 512 calls)
-# for the long-row kernel with several chunks; counters cross the low-word wrap.
-PHILOX_CASES = [(1, 0), (7, 3), (64, 0), (301, 2**32 - 5), (2056, 7), (4100, 2**62 + 1)]
+# n values: below one call, odd, a multiple of 16, and rows long enough (>= DEFAULT_BLOCK =
+# 1024 calls) for the long-row kernel with several chunks; counters cross the low-word wrap.
+PHILOX_CASES = [(1, 0), (7, 3), (64, 0), (301, 2**32 - 5), (4100, 7), (8200, 2**62 + 1)]
 
 
 @pytest.mark.parametrize(("n", "counter"), PHILOX_CASES)
@@ -155,6 +155,32 @@ def test_fused_add_backward_and_vmap_on_the_triton_kernel(
     batched = torch.vmap(fused_add, in_dims=(0, None))(x.detach(), y.detach()[0])
     assert launches["add"].calls == calls + 1  # the batched launcher, not a per-sample loop
     assert torch.equal(batched, x.detach() + y.detach()[0])
+
+
+@pytest.mark.parametrize("ptx_math", [False, True], ids=["portable", "ptx"])
+def test_box_muller_radius_for_every_uniform(triton_device: torch.device, ptx_math: bool) -> None:
+    """r = sqrt(-2 ln u1) for all 2**24 uniforms u1 (a subset under the interpreter), against
+    float64: the hardware log2 with its series near u1 = 1 (on CUDA) and libdevice's log."""
+    if ptx_math and triton_device.type != "cuda":
+        pytest.skip("PTX math runs on NVIDIA GPUs only")
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        from radius_kernel import radius
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    j = torch.arange(2**24, dtype=torch.int64)
+    if triton_device.type != "cuda":  # every 61st, and every value near both ends
+        j = torch.cat([j[::61], j[:4096], j[-(2**16) :]])
+        j = j[: j.numel() // 4096 * 4096]
+    words = (j << 8).to(torch.int32)  # bit patterns of uint32 words
+    got = radius(words.to(triton_device), ptx_math).cpu().double()
+    u1 = (j.double() * 2.0**-24).clamp_min(1e-10)
+    exact = torch.sqrt(-2.0 * torch.log(u1))
+    fallback = torch.sqrt(-2.0 * torch.log((j.float() * 2.0**-24).clamp_min(1e-10))).double()
+    error = (got - exact).abs().max().item()
+    fallback_error = (fallback - exact).abs().max().item()
+    print(f"radius ptx_math={ptx_math}: max |r - exact| {error:.3g}, fallback {fallback_error:.3g}")
+    assert error <= 1e-6
 
 
 def test_opcheck_passes_on_the_triton_kernels(triton_device: torch.device) -> None:

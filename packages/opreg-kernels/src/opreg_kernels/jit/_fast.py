@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["FastLaunch", "int_spec"]
+__all__ = ["INTERPRET", "FastLaunch", "int_spec"]
 
 try:  # Triton >= 3.4 keeps runtime knobs (the launch hooks) here
     from triton import knobs as _knobs
@@ -32,7 +32,8 @@ try:  # Triton >= 3.4 keeps runtime knobs (the launch hooks) here
 except ImportError:  # pragma: no cover - older Triton: always take Triton's own path
     _RUNTIME = None
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+#: Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` at import).
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
@@ -61,7 +62,7 @@ class FastLaunch:
     def __init__(self, fn: Any) -> None:
         self.fn = fn
         self._cache: dict[Any, tuple[Any, Any, Any]] = {}
-        self._enabled = not _INTERPRET and _current_stream is not None and _RUNTIME is not None
+        self._enabled = not INTERPRET and _current_stream is not None and _RUNTIME is not None
 
     def __call__(
         self, key: Any, grid: int, device: int, args: tuple[Any, ...], num_warps: int,

@@ -29,7 +29,7 @@ from ..ops.philox_torch import (
     TWO_PI_F32,
     UNIFORM_SCALE,
 )
-from ._fast import FastLaunch, int_spec
+from ._fast import INTERPRET, FastLaunch, int_spec
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -49,26 +49,40 @@ _SCALE: tl.constexpr = tl.constexpr(UNIFORM_SCALE)
 _TWO_PI: tl.constexpr = tl.constexpr(TWO_PI_F32)
 _MIN_U1: tl.constexpr = tl.constexpr(BOX_MULLER_MIN_U1)
 
-#: Philox calls (4 outputs each) per program, and warps per program.
-DEFAULT_BLOCK = 512
+#: Philox calls (4 outputs each) per program, and warps per program: 8 calls per thread (the
+#: best of the sweep in ``benchmarks/bench_kernels.py`` on an H200, uniforms and normals).
+DEFAULT_BLOCK = 1024
 DEFAULT_NUM_WARPS = 4
 #: Box-Muller's sin/cos from one shared range reduction and short polynomials (instead
 #: of two libdevice calls, each with its own reduction and a slow path for huge angles).
 DEFAULT_FAST_SINCOS = True
+#: On NVIDIA GPUs: Box-Muller's log from the hardware log2 (PTX ``lg2.approx``, with a
+#: series near u1 = 1 where its absolute error would dominate) and a two-part reduction by
+#: fused multiply-adds. Never under the interpreter or on ROCm (libdevice log, three parts).
+DEFAULT_PTX_MATH = True
 _INT32_LIMIT = 2**31
 
-# sin/cos on |x| <= pi/4 (Cephes sinf/cosf minimax coefficients, ~1 ulp there), and pi/2
-# split in three (the first two with few bits, so q * part is exact for the q <= 4 used here).
+# sin/cos on |x| <= pi/4 (Cephes sinf/cosf minimax coefficients, ~1 ulp there); pi/2 as the
+# float32 nearest to it plus the rest (for fused multiply-adds), or split in three, the first
+# two with few bits, so that q * part is exact for the q <= 4 used here.
 _S1: tl.constexpr = tl.constexpr(-1.6666654611e-1)
 _S2: tl.constexpr = tl.constexpr(8.3321608736e-3)
 _S3: tl.constexpr = tl.constexpr(-1.9515295891e-4)
-_C1: tl.constexpr = tl.constexpr(4.166664568298827e-2)
-_C2: tl.constexpr = tl.constexpr(-1.388731625493765e-3)
-_C3: tl.constexpr = tl.constexpr(2.443315711809948e-5)
+_SIGN_BIT: tl.constexpr = tl.constexpr(-(2**31))
+_ROUND_MAGIC: tl.constexpr = tl.constexpr(12582912.0)
+_PIO2_HI: tl.constexpr = tl.constexpr(1.5707963705062866)
+_PIO2_LO: tl.constexpr = tl.constexpr(-4.371138828673793e-08)
+_TWO_PI_SCALED: tl.constexpr = tl.constexpr(TWO_PI_F32 * UNIFORM_SCALE)
 _PIO2_1: tl.constexpr = tl.constexpr(1.5703125)
 _PIO2_2: tl.constexpr = tl.constexpr(4.837512969970703125e-4)
 _PIO2_3: tl.constexpr = tl.constexpr(7.54978995489188216e-8)
 _TWO_OVER_PI: tl.constexpr = tl.constexpr(0.6366197723675814)
+# -2*ln(u1) = -2*ln(2) * log2(u1); below t = 1 - u1 < 1/32 the series 2t + t^2 + 2t^3/3 + t^4/2
+# + 2t^5/5 (relative truncation error < t^5/6 = 5e-9) replaces the hardware log2, whose
+# absolute error (~1e-7) would become a large relative error of r there.
+_NEG_TWO_LN2: tl.constexpr = tl.constexpr(-1.3862943611198906)
+_SERIES_BELOW: tl.constexpr = tl.constexpr(0.03125)
+_TWO_THIRDS: tl.constexpr = tl.constexpr(0.6666666666666666)
 
 
 @triton.jit
@@ -98,39 +112,74 @@ def _uniform(word):
 
 
 @triton.jit
-def _sincos(theta):
-    """``(cos(theta), sin(theta))`` for 0 <= theta < 2*pi: one reduction to [-pi/4, pi/4]."""
-    q = tl.floor(theta * _TWO_OVER_PI + 0.5)
-    x = theta - q * _PIO2_1
-    x = x - q * _PIO2_2
-    x = x - q * _PIO2_3
+def _polar(r, theta, PTX_MATH: tl.constexpr):
+    """``(r * cos(theta), r * sin(theta))`` for ``0 <= theta < 2*pi`` and ``r >= 0``.
+
+    One reduction ``theta = x + q*pi/2`` with ``|x| <= pi/4``, one polynomial for sin(x), and
+    cos(x) = sqrt(1 - sin(x)**2) (cos(x) >= 0.7 there). The quadrant costs no selects of
+    signs: with ``x' = (-1)**q0 * x`` and ``r' = (-1)**q1 * r`` (q1 q0: q's two low bits),
+    ``(cos, sin)(theta) * r = r' * (c, s)(x')`` for even q and ``r' * (s, c)(x')`` for odd q.
+    """
+    # Adding 1.5 * 2**23 rounds to an integer, kept in the low mantissa bits (the quadrant).
+    k = theta * _TWO_OVER_PI + _ROUND_MAGIC
+    q = k - _ROUND_MAGIC
+    bits = k.to(tl.int32, bitcast=True)
+    if PTX_MATH:  # fused: theta - q * PIO2_HI is exact, so two parts of pi/2 suffice
+        x = tl.fma(q, -_PIO2_HI, theta)
+        x = tl.fma(q, -_PIO2_LO, x)
+    else:  # the interpreter does not fuse: parts with few bits keep each product exact
+        x = theta - q * _PIO2_1
+        x = x - q * _PIO2_2
+        x = x - q * _PIO2_3
+    x = (x.to(tl.int32, bitcast=True) ^ (bits << 31)).to(tl.float32, bitcast=True)
+    r = (r.to(tl.int32, bitcast=True) ^ ((bits << 30) & _SIGN_BIT)).to(tl.float32, bitcast=True)
     z = x * x
-    s = x + x * z * (_S1 + z * (_S2 + z * _S3))
-    c = 1.0 - 0.5 * z + z * z * (_C1 + z * (_C2 + z * _C3))
-    quadrant = q.to(tl.int32)
-    odd = (quadrant & 1) != 0
-    sin_v = tl.where(odd, c, s)
-    cos_v = tl.where(odd, s, c)
-    sin_v = tl.where((quadrant & 2) != 0, -sin_v, sin_v)
-    cos_v = tl.where(((quadrant + 1) & 2) != 0, -cos_v, cos_v)
-    return cos_v, sin_v
+    sin_x = x + x * z * (_S1 + z * (_S2 + z * _S3))
+    if PTX_MATH:  # noqa: SIM108 (a constexpr branch: only one side is compiled)
+        cos_x = tl.sqrt(tl.fma(-sin_x, sin_x, 1.0))
+    else:
+        cos_x = tl.sqrt(1.0 - sin_x * sin_x)
+    odd = (bits & 1) != 0
+    return r * tl.where(odd, sin_x, cos_x), r * tl.where(odd, cos_x, sin_x)
 
 
 @triton.jit
-def _box_muller(u1, u2, FAST_SINCOS: tl.constexpr):
-    r = tl.sqrt(-2.0 * tl.log(tl.maximum(u1, _MIN_U1)))
-    theta = u2 * _TWO_PI
-    if FAST_SINCOS:
-        cos_v, sin_v = _sincos(theta)
+def _radius(word, PTX_MATH: tl.constexpr):
+    """Box-Muller's ``r = sqrt(-2 * ln(max(u1, MIN_U1)))`` of the uniform ``u1`` of ``word``."""
+    u1 = tl.maximum(_uniform(word), _MIN_U1)
+    if PTX_MATH:
+        log2_u1 = tl.inline_asm_elementwise(
+            "lg2.approx.ftz.f32 $0, $1;", "=r,r", [u1], dtype=tl.float32, is_pure=True, pack=1
+        )
+        t = 1.0 - u1  # exact
+        series = t * (2.0 + t * (1.0 + t * (_TWO_THIRDS + t * (0.5 + t * 0.4))))
+        r2 = tl.where(t < _SERIES_BELOW, series, log2_u1 * _NEG_TWO_LN2)
     else:
-        cos_v = tl.cos(theta)
-        sin_v = tl.sin(theta)
-    return r * cos_v, r * sin_v
+        r2 = -2.0 * tl.log(u1)
+    return tl.sqrt(r2)
+
+
+@triton.jit
+def _box_muller(word1, word2, FAST_SINCOS: tl.constexpr, PTX_MATH: tl.constexpr):
+    """The two normals of the uniform pair of Philox words ``word1``, ``word2``."""
+    r = _radius(word1, PTX_MATH)
+    # u2 * TWO_PI in one product: u2 = (word2 >> 8) * 2**-24 is exact, and scaling by a power
+    # of two does not change rounding, so this equals the fallback's float32 u2 * TWO_PI.
+    theta = (word2 >> 8).to(tl.float32) * _TWO_PI_SCALED
+    if FAST_SINCOS:
+        return _polar(r, theta, PTX_MATH)
+    return r * tl.cos(theta), r * tl.sin(theta)
 
 
 @triton.jit
 def _philox_values(
-    seed, step, counter_lo, counter_hi, NORMAL: tl.constexpr, FAST_SINCOS: tl.constexpr
+    seed,
+    step,
+    counter_lo,
+    counter_hi,
+    NORMAL: tl.constexpr,
+    FAST_SINCOS: tl.constexpr,
+    PTX_MATH: tl.constexpr,
 ):
     """``(len(step), 4)`` outputs of Philox calls ``step`` of the row keyed by ``seed``."""
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
@@ -140,13 +189,14 @@ def _philox_values(
     c1 = tl.zeros_like(c0) + counter_hi.to(tl.uint32, bitcast=True)
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox4x32_10(c0, c1, zero, zero, k0, k1)
-    v0 = _uniform(w0)
-    v1 = _uniform(w1)
-    v2 = _uniform(w2)
-    v3 = _uniform(w3)
     if NORMAL:
-        v0, v1 = _box_muller(v0, v1, FAST_SINCOS)
-        v2, v3 = _box_muller(v2, v3, FAST_SINCOS)
+        v0, v1 = _box_muller(w0, w1, FAST_SINCOS, PTX_MATH)
+        v2, v3 = _box_muller(w2, w3, FAST_SINCOS, PTX_MATH)
+    else:
+        v0 = _uniform(w0)
+        v1 = _uniform(w1)
+        v2 = _uniform(w2)
+        v3 = _uniform(w3)
     # Interleave so that each thread holds (and stores) a call's 4 outputs contiguously.
     return tl.reshape(tl.join(tl.join(v0, v2), tl.join(v1, v3)), (step.shape[0], 4))
 
@@ -164,6 +214,7 @@ def _philox_long_rows_kernel(
     WIDE: tl.constexpr,
     BLOCK: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
+    PTX_MATH: tl.constexpr,
 ):
     """Program ``pid`` computes calls ``[chunk*BLOCK, (chunk+1)*BLOCK)`` of one row."""
     pid = tl.program_id(0)
@@ -172,7 +223,7 @@ def _philox_long_rows_kernel(
     start = chunk.to(tl.int64) * BLOCK if WIDE else chunk * BLOCK
     step = start + tl.arange(0, BLOCK)
     seed = tl.load(seeds_ptr + row)
-    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS)
+    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH)
     col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
     base = row.to(tl.int64) * n if WIDE else row * n
     tl.store(out_ptr + base + col, values, mask=(step[:, None] < calls_per_row) & (col < n))
@@ -191,6 +242,7 @@ def _philox_short_rows_kernel(
     WIDE: tl.constexpr,
     BLOCK: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
+    PTX_MATH: tl.constexpr,
 ):
     """Program ``pid`` computes flat calls ``[pid*BLOCK, (pid+1)*BLOCK)`` of all rows."""
     pid = tl.program_id(0)
@@ -202,9 +254,14 @@ def _philox_short_rows_kernel(
     row = call // calls_per_row
     step = call - row * calls_per_row
     seed = tl.load(seeds_ptr + row, mask=active, other=0)
-    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS)
+    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH)
     col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
     tl.store(out_ptr + row[:, None] * n + col, values, mask=active[:, None] & (col < n))
+
+
+def _ptx_device(device: torch.device) -> bool:
+    """Whether kernels for ``device`` are compiled to PTX (NVIDIA CUDA, no interpreter)."""
+    return device.type == "cuda" and torch.version.hip is None and not INTERPRET
 
 
 _long_rows = FastLaunch(_philox_long_rows_kernel)
@@ -220,11 +277,13 @@ def launch_rows(
     block: int = DEFAULT_BLOCK,
     num_warps: int = DEFAULT_NUM_WARPS,
     fast_sincos: bool = DEFAULT_FAST_SINCOS,
+    ptx_math: bool = DEFAULT_PTX_MATH,
 ) -> torch.Tensor:
     """Launch a Philox kernel for the flattened ``seeds``: returns ``(seeds.numel(), n)`` float32.
 
-    No argument checks here (the op launchers do them); ``block``, ``num_warps`` and
-    ``fast_sincos`` exist for tuning (see ``benchmarks/bench_kernels.py``).
+    No argument checks here (the op launchers do them); ``block``, ``num_warps``,
+    ``fast_sincos`` and ``ptx_math`` exist for tuning (see ``benchmarks/bench_kernels.py``);
+    ``ptx_math`` only takes effect where PTX runs (see :func:`_ptx_device`).
     """
     if seeds.dim() != 1:
         seeds = seeds.reshape(-1)
@@ -253,14 +312,16 @@ def launch_rows(
         wide = 4 * (total_calls + block + calls_per_row + 1) >= _INT32_LIMIT
         launch, size, grid = _short_rows, total_calls, (total_calls + block - 1) // block
     device = seeds.get_device()
+    ptx_math = ptx_math and normal and _ptx_device(seeds.device)
     key = (
         launch is _long_rows, device, seeds.data_ptr() & 15, out.data_ptr() & 15,
         int_spec(n), int_spec(calls_per_row), int_spec(size),
-        normal, wide, block, num_warps, fast_sincos,
+        normal, wide, block, num_warps, fast_sincos, ptx_math,
     )  # fmt: skip
     launch(
         key, grid, device, (seeds, out, n, calls_per_row, size, lo, hi), num_warps,
-        {"NORMAL": normal, "WIDE": wide, "BLOCK": block, "FAST_SINCOS": fast_sincos},
+        {"NORMAL": normal, "WIDE": wide, "BLOCK": block, "FAST_SINCOS": fast_sincos,
+         "PTX_MATH": ptx_math},
     )  # fmt: skip
     return out
 
