@@ -35,14 +35,26 @@ Row = dict[str, Any]
 
 
 # -- helpers -----------------------------------------------------------------------------------
+#: GPU cycles of busy work queued before each timed call (~0.1 ms on an H200).
+_HEAD_START_CYCLES = 200_000
+
+
 def gpu_ms(fn: Callable[[], Any], iters: int = 20, warmup: int = 3) -> float:
-    """Median GPU time of one call, in milliseconds."""
+    """Median GPU time of one call, in milliseconds.
+
+    The events time the kernel, not the host: each call is queued behind a short busy kernel
+    (``torch.cuda._sleep``), so the start event fires only once the call's own kernels are
+    queued. Timed on an idle GPU, the start event would fire at once and the measurement
+    would include the call's host time (Python dispatch, the launcher) before its kernel
+    starts: ~5 % of a 1 GiB add for an op with a Python autograd kernel.
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(_HEAD_START_CYCLES)
         start.record()
         fn()
         end.record()
@@ -197,8 +209,9 @@ def bench_overhead() -> list[Row]:
     def raw_philox() -> torch.Tensor:
         out = torch.empty((2, 8), dtype=torch.float32, device="cuda")
         philox_kernel[(1,)](
-            seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False, BLOCK=jit_philox.DEFAULT_BLOCK,
-            FAST_SINCOS=jit_philox.DEFAULT_FAST_SINCOS, num_warps=jit_philox.DEFAULT_NUM_WARPS,
+            seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False,
+            BLOCK=jit_philox.DEFAULT_BLOCK, FAST_SINCOS=jit_philox.DEFAULT_FAST_SINCOS,
+            PTX_MATH=False, num_warps=jit_philox.DEFAULT_NUM_WARPS,
         )  # fmt: skip
         return out
 
@@ -298,17 +311,19 @@ def bench_sweep() -> list[Row]:
         ("philox_uniform long rows", 1024, 2**18, False,
          [(b, w, True) for b in (512, 1024, 2048) for w in (4, 8)]),
         ("philox_normal long rows", 1024, 2**18, True,
-         [(b, w, True) for b in (256, 512, 1024) for w in (4, 8)] + [(512, 4, False)]),
+         [(b, w, "ptx") for b in (512, 1024, 2048) for w in (4, 8)]
+         + [(1024, 4, "portable"), (1024, 4, "libdevice")]),
         ("philox_uniform short rows", 2**26, 4, False,
-         [(b, w, True) for b in (512, 1024) for w in (4, 8)]),
+         [(b, w, "") for b in (512, 1024) for w in (4, 8)]),
+        ("philox_normal short rows", 2**26, 4, True, [(b, 4, "ptx") for b in (512, 1024)]),
     ]  # fmt: skip
     for kernel, rows_, cols, normal, configs in philox_configs:
-        for block, warps, fast in configs:
-            gbs = _philox_config_bandwidth(rows_, cols, normal, block, warps, fast)
+        for block, warps, math in configs:
+            gbs = _philox_config_bandwidth(rows_, cols, normal, block, warps, math)
             free_memory()
             rows.append({
-                "kernel": kernel, "block": block, "warps": warps, "variant":
-                ("fast sincos" if fast else "libdevice sin/cos") if normal else "", "GB/s": gbs,
+                "kernel": kernel, "block": block, "warps": warps,
+                "variant": _PHILOX_MATH.get(math, ""), "GB/s": gbs,
             })  # fmt: skip
     x = torch.randn(GIB // 4, device="cuda")
     y = torch.randn(GIB // 4, device="cuda")
@@ -330,18 +345,30 @@ def bench_sweep() -> list[Row]:
     return rows
 
 
+#: Box-Muller variants of the sweep: (fast_sincos, ptx_math) and how the table names them.
+_PHILOX_MATH = {
+    "ptx": "hardware log2, fused reduction (default)",
+    "portable": "libdevice log, 3-part reduction",
+    "libdevice": "libdevice log, sin, cos",
+}
+
+
 def _philox_config_bandwidth(
-    rows: int, cols: int, normal: bool, block: int, warps: int, fast: bool
+    rows: int, cols: int, normal: bool, block: int, warps: int, math: str
 ) -> float:
     from opreg_kernels.jit import philox as jit_philox
 
     seeds = torch.arange(rows, device="cuda")
+    fast_sincos, ptx_math = {"libdevice": (False, False), "portable": (True, False)}.get(
+        math, (True, True)
+    )
     t = gpu_ms(
         lambda: jit_philox.launch_rows(
-            seeds, cols, 0, normal=normal, block=block, num_warps=warps, fast_sincos=fast
+            seeds, cols, 0, normal=normal, block=block, num_warps=warps,
+            fast_sincos=fast_sincos, ptx_math=ptx_math,
         ),
         iters=10,
-    )
+    )  # fmt: skip
     return rows * cols * 4 / t / 1e6
 
 
