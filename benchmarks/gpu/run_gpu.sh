@@ -8,7 +8,8 @@
 # interp  tests/kernels under TRITON_INTERPRET=1 (the CPU path CI runs), on this machine too
 # bench   benchmarks/bench_kernels.py with the configuration sweep
 # benchmain benchmarks/bench_kernels.py without the sweep (the main tables only)
-# distributed tests/distributed (DTensor rules, 2 gloo processes on CPU)
+# distributed tests/distributed (DTensor: 2 gloo processes on CPU; with 2+ GPUs also 2 NCCL
+#         ranks, one GPU each, Triton kernels on each rank's shard under the device guard)
 # core    tests/core on this machine's torch and Python (the version check of issue 5)
 # testing tests/testing (the checks, plugin and `opreg check`, CUDA included). Its pytester
 #         and CLI tests need the packages pip-installed (entry points): carry wheels built here
@@ -17,8 +18,8 @@
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
-# bench.json, summary.txt. If pytest is missing, it is installed into a scratch directory from the
-# wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels, made by benchmarks/gpu/fetch_wheels.sh).
+# bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
+# directory from the wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels, made by fetch_wheels.sh).
 # Exit status: 0 if every step passed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -49,11 +50,11 @@ PY
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 
-if ! "$py" -c "import pytest" 2>/dev/null; then
+if ! "$py" -c "import pytest, hypothesis" 2>/dev/null; then
   site="${TMPDIR:-/tmp}/opreg-gpu-site"
-  echo "pytest missing: installing it from $wheels into $site"
+  echo "pytest or hypothesis missing: installing them from $wheels into $site"
   "$py" -m pip install --quiet --disable-pip-version-check --no-index --find-links "$wheels" \
-    --target "$site" pytest && export PYTHONPATH="$PYTHONPATH:$site"
+    --target "$site" pytest hypothesis && export PYTHONPATH="$PYTHONPATH:$site"
 fi
 
 status=0
@@ -71,6 +72,10 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 }
 
 pytest_args=(-p no:cacheprovider -ra --durations=10)
+# The tests use the opreg-testing plugin; without the installed package's entry point, load it.
+if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(not any(e.value.startswith('opreg_testing') for e in m.entry_points(group='pytest11')))"; then
+  pytest_args+=(-p opreg_testing.plugin)
+fi
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=(tests interp bench)
 for name in "${steps[@]}"; do
@@ -79,10 +84,9 @@ for name in "${steps[@]}"; do
     interp) step tests_interpreter 180 env TRITON_INTERPRET=1 "$py" -m pytest tests/kernels "${pytest_args[@]}" -q ;;
     bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
     benchmain) step bench_main 240 "$py" benchmarks/bench_kernels.py --json "$OUT/bench.json" ;;
-    distributed) step tests_distributed 150 "$py" -m pytest -p opreg_testing.plugin tests/distributed "${pytest_args[@]}" -q ;;
+    distributed) step tests_distributed 400 "$py" -m pytest tests/distributed "${pytest_args[@]}" -q ;;
     core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
-    # Not pip-installed here: load the plugin that its entry point would load.
-    testing) step tests_testing 300 "$py" -m pytest -p opreg_testing.plugin tests/testing "${pytest_args[@]}" -q ;;
+    testing) step tests_testing 300 "$py" -m pytest tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
     *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore)"; status=1 ;;
   esac

@@ -3,6 +3,9 @@
 Every check runs on every rank; each rank writes ``{check: "ok" | traceback}`` as JSON to
 ``<outdir>/rank<r>.json``. Ops and most rules are declared BEFORE ``torch.distributed.tensor``
 is imported, so the checks also cover rules applied by the import hook.
+
+``OPREG_DIST_DEVICE=cuda``: one GPU per rank (``LOCAL_RANK``) and NCCL instead of CPU and
+gloo, plus the checks that the Triton kernels run on each rank's own GPU under its guard.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def _two(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _rows(seeds: torch.Tensor, n: int) -> torch.Tensor:
     """Row i depends only on seeds[i] (like philox_*)."""
-    return torch.sin(seeds.unsqueeze(-1).double() * 0.37 + torch.arange(n, dtype=torch.double))
+    columns = torch.arange(n, dtype=torch.double, device=seeds.device)
+    return torch.sin(seeds.unsqueeze(-1).double() * 0.37 + columns)
 
 
 def _rows_fake(seeds: torch.Tensor, n: int) -> torch.Tensor:
@@ -92,12 +96,18 @@ from torch.distributed.tensor import (  # noqa: E402
     init_device_mesh,
 )
 
-dist.init_process_group("gloo")
-MESH = init_device_mesh("cpu", (dist.get_world_size(),))
+DEVICE = os.environ.get("OPREG_DIST_DEVICE", "cpu")
+if DEVICE == "cuda":
+    LOCAL_RANK = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(LOCAL_RANK)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", LOCAL_RANK))
+else:
+    dist.init_process_group("gloo")
+MESH = init_device_mesh(DEVICE, (dist.get_world_size(),))
 torch.manual_seed(0)  # the same global tensors on every rank
-X = torch.randn(5, 6, dtype=torch.double)  # 5 rows: uneven over 2 ranks
-Y = torch.randn(5, 6, dtype=torch.double)
-SEEDS = torch.tensor([3, 1, 4, 1, 5, 9, 2], dtype=torch.int64)
+X = torch.randn(5, 6, dtype=torch.double).to(DEVICE)  # 5 rows: uneven over 2 ranks
+Y = torch.randn(5, 6, dtype=torch.double).to(DEVICE)
+SEEDS = torch.tensor([3, 1, 4, 1, 5, 9, 2], dtype=torch.int64, device=DEVICE)
 
 
 def dt(t: torch.Tensor, placement: object) -> DTensor:
@@ -152,7 +162,7 @@ def check_rowwise_vmap() -> None:
 
 
 def check_rowwise_replicated_arg() -> None:
-    w = torch.randn(3, dtype=torch.double)
+    w = torch.randn(3, dtype=torch.double, device=DEVICE)
     check(scale_rows(dt(X, Shard(0)), dt(w, Shard(0))), _scale_rows(X, w), Shard(0))
 
 
@@ -224,11 +234,68 @@ def check_shipped_philox() -> None:
         check(a(dt(X, p), dt(Y, p)), X + Y, p)
 
 
+def cuda_check_triton_on_local_shard() -> None:
+    """The shipped ops' Triton kernels (not their fallbacks) ran on this rank's GPU."""
+    import opreg_kernels
+    from opreg_kernels.jit import add, philox
+
+    for launcher in (add._launch_add, philox._long_rows, philox._short_rows):
+        launcher.clear()
+    seeds = torch.arange(4096, device=DEVICE) * 7 + 1  # long rows and short rows
+    for n in (4096, 8):
+        for op in (opreg_kernels.philox_uniform, opreg_kernels.philox_normal):
+            out = op(dt(seeds, Shard(0)), n)
+            assert out._local_tensor.device == torch.device("cuda", LOCAL_RANK)
+            expected = op.fallback(seeds.cpu(), n).to(DEVICE)
+            tolerance = 0 if op is opreg_kernels.philox_uniform else 4e-6
+            torch.testing.assert_close(out.full_tensor(), expected, rtol=0, atol=tolerance)
+    x = torch.randn(4096, 8, device=DEVICE)
+    added = opreg_kernels.fused_add(dt(x, Shard(0)), dt(x, Shard(0)))
+    torch.testing.assert_close(added.full_tensor(), x + x, rtol=0, atol=0)
+    for launcher in (add._launch_add, philox._long_rows, philox._short_rows):
+        devices = {key[1] if launcher is not add._launch_add else key[0] for key in launcher._cache}
+        assert devices == {LOCAL_RANK}, (launcher.fn.__name__, devices)
+
+
+def cuda_check_device_guard() -> None:
+    """With another GPU current, each rank's shard still runs on its own GPU, and the
+    current device is left as it was."""
+    import opreg_kernels
+
+    other = 1 - LOCAL_RANK
+    seeds = torch.arange(64, device=DEVICE) + 11
+    x = torch.randn(64, 16, device=DEVICE)
+    expected_u = opreg_kernels.philox_uniform(seeds, 1000, 5)
+    expected_n = opreg_kernels.philox_normal(seeds, 1000, 5)
+    sharded_seeds, sharded_x = dt(seeds, Shard(0)), dt(x, Shard(0))
+    torch.cuda.synchronize()
+    torch.cuda.set_device(other)
+    try:
+        u = opreg_kernels.philox_uniform(sharded_seeds, 1000, 5)
+        z = opreg_kernels.philox_normal(sharded_seeds, 1000, 5)
+        a = opreg_kernels.fused_add(sharded_x, sharded_x)
+        assert torch.cuda.current_device() == other
+        local = (u._local_tensor, z._local_tensor, a._local_tensor)
+        torch.cuda.synchronize(LOCAL_RANK)
+    finally:
+        torch.cuda.set_device(LOCAL_RANK)
+    assert all(t.device == torch.device("cuda", LOCAL_RANK) for t in local)
+    torch.testing.assert_close(u.full_tensor(), expected_u, rtol=0, atol=0)
+    torch.testing.assert_close(z.full_tensor(), expected_n, rtol=0, atol=0)
+    torch.testing.assert_close(a.full_tensor(), x + x, rtol=0, atol=0)
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     name[len("check_") :]: fn
     for name, fn in dict(globals()).items()
     if name.startswith("check_") and callable(fn) and name != "check"
 }
+if DEVICE == "cuda":
+    CHECKS.update({
+        name[len("cuda_check_") :]: fn
+        for name, fn in dict(globals()).items()
+        if name.startswith("cuda_check_") and callable(fn)
+    })  # fmt: skip
 
 
 def main() -> None:
@@ -242,6 +309,7 @@ def main() -> None:
             results[name] = traceback.format_exc()
         dist.barrier()
     results["_opreg_core"] = opreg_core.__version__
+    results["_device"] = str(X.device)
     (outdir / f"rank{dist.get_rank()}.json").write_text(json.dumps(results))
     dist.destroy_process_group()
 

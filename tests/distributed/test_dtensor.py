@@ -1,8 +1,10 @@
-"""opreg ops on DTensor: 2 CPU ranks with gloo (loopback), one launch for all checks.
+"""opreg ops on DTensor: 2 ranks, one launch of the worker for all checks of a backend.
 
 ``dtensor_worker.py`` runs every check on both ranks under ``torch.distributed.run``; each test
-here asserts that one check passed on every rank. Skipped where torch.distributed or gloo is
-missing.
+here asserts that one check passed on every rank. CPU ranks with gloo (loopback) everywhere;
+on a host with 2 GPUs, also one GPU per rank with NCCL (NVLink multicast off), with the
+checks that the Triton kernels run on each rank's own GPU under the device guard. Skipped
+where torch.distributed or gloo is missing.
 """
 
 from __future__ import annotations
@@ -37,27 +39,60 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+CUDA_CHECKS = ["triton_on_local_shard", "device_guard"]
+Reports = list[dict[str, str]]
+
+
+def run_worker(out: Path, device: str, timeout: int) -> Reports:
     """Launch the worker once on 2 ranks (rendezvous on a free loopback port); its reports."""
-    out = tmp_path_factory.mktemp("dtensor")
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    env["OPREG_DIST_DEVICE"] = device
+    if device == "cuda":
+        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         f"--nproc-per-node={RANKS}", str(WORKER), str(out),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     reports = [out / f"rank{r}.json" for r in range(RANKS)]
     if proc.returncode != 0 or not all(p.exists() for p in reports):
         pytest.fail(f"the DTensor worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return [json.loads(p.read_text()) for p in reports]
 
 
-def test_every_check_is_listed(results: list[dict[str, str]]) -> None:
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Reports:
+    return run_worker(tmp_path_factory.mktemp("dtensor"), "cpu", timeout=120)
+
+
+@pytest.fixture(scope="module")
+def cuda_results(tmp_path_factory: pytest.TempPathFactory) -> Reports:
+    if not torch.distributed.is_nccl_available():
+        pytest.skip("torch.distributed has no NCCL")
+    return run_worker(tmp_path_factory.mktemp("dtensor_cuda"), "cuda", timeout=400)
+
+
+def test_every_check_is_listed(results: Reports) -> None:
     assert sorted(k for k in results[0] if not k.startswith("_")) == sorted(CHECKS)
+    assert [r["_device"] for r in results] == ["cpu", "cpu"]
 
 
 @pytest.mark.parametrize("check", CHECKS)
-def test_check(results: list[dict[str, str]], check: str) -> None:
+def test_check(results: Reports, check: str) -> None:
     for rank, report in enumerate(results):
+        assert report[check] == "ok", f"rank {rank}:\n{report[check]}"
+
+
+@pytest.mark.needs_gpus(RANKS)
+def test_every_check_is_listed_nccl(cuda_results: Reports) -> None:
+    assert sorted(k for k in cuda_results[0] if not k.startswith("_")) == sorted(
+        CHECKS + CUDA_CHECKS
+    )
+    assert [r["_device"] for r in cuda_results] == [f"cuda:{r}" for r in range(RANKS)]
+
+
+@pytest.mark.needs_gpus(RANKS)
+@pytest.mark.parametrize("check", CHECKS + CUDA_CHECKS)
+def test_check_nccl(cuda_results: Reports, check: str) -> None:
+    for rank, report in enumerate(cuda_results):
         assert report[check] == "ok", f"rank {rank}:\n{report[check]}"
