@@ -2,6 +2,8 @@
 
 Uses NCCL when every rank has a GPU (NVLink multicast off), gloo on CPU otherwise. The op is
 declared row-wise: each rank computes its own rows, and the result equals the unsharded call.
+Then the same for opreg-kernels' ``philox_normal`` (if installed): each rank draws the rows of
+its own seeds, with its Triton kernel on a GPU.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def main() -> None:
         same = torch.equal(out.full_tensor(), expected)
         if dist.get_rank() == 0:
             print(f"input {placement}: output {out.placements}, equals unsharded: {same}")
+        assert same
+    try:
+        from opreg_kernels import philox_normal
+    except ImportError:  # opreg-kernels is optional
+        philox_normal = None
+    if philox_normal is not None:
+        seeds = torch.arange(1000, device=device)
+        draws = philox_normal(distribute_tensor(seeds, mesh, [Shard(0)]), 256)
+        same = torch.equal(draws.full_tensor(), philox_normal(seeds, 256))
+        if dist.get_rank() == 0:
+            print(f"philox_normal on seeds {draws.placements}: equals unsharded: {same}")
         assert same
     dist.destroy_process_group()
 

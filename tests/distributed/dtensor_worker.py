@@ -234,6 +234,35 @@ def check_shipped_philox() -> None:
         check(a(dt(X, p), dt(Y, p)), X + Y, p)
 
 
+def check_compiled() -> None:
+    """torch.compile(fullgraph=True) over DTensor arguments: aot_eager on CPU (tracing through
+    DTensor, the sharding rules and the fakes), Inductor on CUDA."""
+    backend = "inductor" if DEVICE == "cuda" else "aot_eager"
+
+    def f(a: torch.Tensor, b: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return mul_add(a, b) + 1, rows(s, 3) * 2
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=backend, fullgraph=True)
+    a, b = compiled(dt(X, Shard(0)), dt(Y, Shard(0)), dt(SEEDS, Shard(0)))
+    check(a, _mul_add(X, Y) + 1, Shard(0))
+    check(b, _rows(SEEDS, 3) * 2, Shard(0))
+    try:
+        import opreg_kernels
+    except Exception:  # opreg-kernels is optional here
+        return
+
+    def g(a: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return opreg_kernels.fused_add(a, a) * 2, opreg_kernels.philox_normal(s, 5, 3) + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(g, backend=backend, fullgraph=True)
+    c, d = compiled(dt(X, Shard(1)), dt(SEEDS, Shard(0)))
+    expected = g(X, SEEDS)
+    check(c, expected[0], Shard(1))
+    check(d, expected[1], Shard(0))
+
+
 def cuda_check_triton_on_local_shard() -> None:
     """The shipped ops' Triton kernels (not their fallbacks) ran on this rank's GPU."""
     import opreg_kernels

@@ -9,6 +9,7 @@ where torch.distributed or gloo is missing.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ CHECKS = [
     "no_rule_fails",
     "reregistration",
     "shipped_philox",
+    "compiled",
 ]
 
 
@@ -96,3 +98,19 @@ def test_every_check_is_listed_nccl(cuda_results: Reports) -> None:
 def test_check_nccl(cuda_results: Reports, check: str) -> None:
     for rank, report in enumerate(cuda_results):
         assert report[check] == "ok", f"rank {rank}:\n{report[check]}"
+
+
+def test_the_example_runs_on_two_ranks() -> None:
+    """examples/distributed/dtensor_example.py under torch.distributed.run, as the README says
+    (NCCL where each rank has a GPU, gloo otherwise)."""
+    example = Path(__file__).parents[2] / "examples" / "distributed" / "dtensor_example.py"
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc-per-node={RANKS}", str(example),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    checks = 4 if importlib.util.find_spec("opreg_kernels") else 3  # + philox_normal
+    assert proc.stdout.count("equals unsharded: True") == checks, proc.stdout
+    assert "False" not in proc.stdout
