@@ -53,8 +53,8 @@ _MIN_U1: tl.constexpr = tl.constexpr(BOX_MULLER_MIN_U1)
 #: best of the sweep in ``benchmarks/bench_kernels.py`` on an H200, uniforms and normals).
 DEFAULT_BLOCK = 1024
 DEFAULT_NUM_WARPS = 4
-#: Box-Muller's sin/cos from one shared range reduction and short polynomials (instead
-#: of two libdevice calls, each with its own reduction and a slow path for huge angles).
+#: Box-Muller's sin/cos from one shared range reduction, a short polynomial for sin and
+#: cos = sqrt(1 - sin^2) (instead of two libdevice calls, each with its own reduction).
 DEFAULT_FAST_SINCOS = True
 #: On NVIDIA GPUs: Box-Muller's log from the hardware log2 (PTX ``lg2.approx``, with a
 #: series near u1 = 1 where its absolute error would dominate) and a two-part reduction by
@@ -62,9 +62,9 @@ DEFAULT_FAST_SINCOS = True
 DEFAULT_PTX_MATH = True
 _INT32_LIMIT = 2**31
 
-# sin/cos on |x| <= pi/4 (Cephes sinf/cosf minimax coefficients, ~1 ulp there); pi/2 as the
-# float32 nearest to it plus the rest (for fused multiply-adds), or split in three, the first
-# two with few bits, so that q * part is exact for the q <= 4 used here.
+# sin on |x| <= pi/4 (Cephes sinf minimax coefficients, ~1 ulp there); pi/2 as the float32
+# nearest to it plus the rest (for fused multiply-adds), or split in three, the first two with
+# few bits, so that q * part is exact for the q <= 4 used here.
 _S1: tl.constexpr = tl.constexpr(-1.6666654611e-1)
 _S2: tl.constexpr = tl.constexpr(8.3321608736e-3)
 _S3: tl.constexpr = tl.constexpr(-1.9515295891e-4)
