@@ -323,7 +323,7 @@ def bench_sweep() -> list[Row]:
             free_memory()
             rows.append({
                 "kernel": kernel, "block": block, "warps": warps,
-                "variant": _PHILOX_MATH.get(math, ""), "GB/s": gbs,
+                "variant": _PHILOX_MATH[math][0], "GB/s": gbs,
             })  # fmt: skip
     x = torch.randn(GIB // 4, device="cuda")
     y = torch.randn(GIB // 4, device="cuda")
@@ -345,11 +345,13 @@ def bench_sweep() -> list[Row]:
     return rows
 
 
-#: Box-Muller variants of the sweep: (fast_sincos, ptx_math) and how the table names them.
+#: Box-Muller variants of the sweep: how the table names them, and (fast_sincos, ptx_math).
+#: Uniforms ("") have no Box-Muller: the defaults, which they ignore.
 _PHILOX_MATH = {
-    "ptx": "hardware log2, fused reduction (default)",
-    "portable": "libdevice log, 3-part reduction",
-    "libdevice": "libdevice log, sin, cos",
+    "": ("", True, True),
+    "ptx": ("hardware log2, fused reduction (default)", True, True),
+    "portable": ("libdevice log, 3-part reduction", True, False),
+    "libdevice": ("libdevice log, sin, cos", False, False),
 }
 
 
@@ -359,9 +361,7 @@ def _philox_config_bandwidth(
     from opreg_kernels.jit import philox as jit_philox
 
     seeds = torch.arange(rows, device="cuda")
-    fast_sincos, ptx_math = {"libdevice": (False, False), "portable": (True, False)}.get(
-        math, (True, True)
-    )
+    _, fast_sincos, ptx_math = _PHILOX_MATH[math]
     t = gpu_ms(
         lambda: jit_philox.launch_rows(
             seeds, cols, 0, normal=normal, block=block, num_warps=warps,
