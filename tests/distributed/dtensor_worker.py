@@ -314,17 +314,18 @@ def cuda_check_device_guard() -> None:
     torch.testing.assert_close(a.full_tensor(), x + x, rtol=0, atol=0)
 
 
-CHECKS: dict[str, Callable[[], None]] = {
-    name[len("check_") :]: fn
-    for name, fn in dict(globals()).items()
-    if name.startswith("check_") and callable(fn) and name != "check"
-}
-if DEVICE == "cuda":
-    CHECKS.update({
-        name[len("cuda_check_") :]: fn
+def _checks(prefix: str) -> dict[str, Callable[[], None]]:
+    """The check functions named ``<prefix><check>``, by check name."""
+    return {
+        name[len(prefix) :]: fn
         for name, fn in dict(globals()).items()
-        if name.startswith("cuda_check_") and callable(fn)
-    })  # fmt: skip
+        if name.startswith(prefix) and callable(fn)
+    }
+
+
+CHECKS = _checks("check_")
+if DEVICE == "cuda":
+    CHECKS.update(_checks("cuda_check_"))
 
 
 def main() -> None:

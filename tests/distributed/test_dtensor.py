@@ -45,17 +45,24 @@ CUDA_CHECKS = ["triton_on_local_shard", "device_guard"]
 Reports = list[dict[str, str]]
 
 
-def run_worker(out: Path, device: str, timeout: int) -> Reports:
-    """Launch the worker once on 2 ranks (rendezvous on a free loopback port); its reports."""
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    env["OPREG_DIST_DEVICE"] = device
-    if device == "cuda":
-        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+def torchrun(
+    script: Path, *args: str, timeout: int, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on 2 local ranks (rendezvous on a free loopback port)."""
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", **extra_env}
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={RANKS}", str(WORKER), str(out),
+        f"--nproc-per-node={RANKS}", str(script), *args,
     ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_worker(out: Path, device: str, timeout: int) -> Reports:
+    """Launch the worker once on 2 ranks; its reports."""
+    env = {"OPREG_DIST_DEVICE": device}
+    if device == "cuda":
+        env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    proc = torchrun(WORKER, str(out), timeout=timeout, **env)
     reports = [out / f"rank{r}.json" for r in range(RANKS)]
     if proc.returncode != 0 or not all(p.exists() for p in reports):
         pytest.fail(f"the DTensor worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -104,12 +111,7 @@ def test_the_example_runs_on_two_ranks() -> None:
     """examples/distributed/dtensor_example.py under torch.distributed.run, as the README says
     (NCCL where each rank has a GPU, gloo otherwise)."""
     example = Path(__file__).parents[2] / "examples" / "distributed" / "dtensor_example.py"
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={RANKS}", str(example),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = torchrun(example, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     checks = 4 if importlib.util.find_spec("opreg_kernels") else 3  # + philox_normal
     assert proc.stdout.count("equals unsharded: True") == checks, proc.stdout
