@@ -380,8 +380,12 @@ def register_vmap_op(
             per-sample loop. ``None`` (default): unlimited.
         name: ``"namespace::opname"``; default ``<fn.__module__>::<fn.__name__>`` with
             non-identifier characters replaced by ``_`` (see ``opreg_core._naming``).
-        mutates_args, device_types, schema: as in ``torch.library.custom_op``.
-        backward, setup_context: autograd, as in ``torch.library.register_autograd``, except that
+        mutates_args: as in ``torch.library.custom_op``.
+        device_types: as in ``torch.library.custom_op``: where the fallback (and
+            ``vmap_fn``) is registered.
+        schema: as in ``torch.library.custom_op``.
+        backward: autograd, with ``setup_context``: see that parameter.
+        setup_context: autograd, as in ``torch.library.register_autograd``, except that
             ``setup_context`` receives all inputs in declaration order (kwarg-only ones last).
             Works under ``.backward()``, ``torch.func.grad``/``jacrev``/``vjp`` and with vmap;
             the batched op's backward is derived from this one.
