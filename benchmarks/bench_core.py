@@ -2,17 +2,26 @@
 
 Prints a table of medians and ratios (CPU, tiny tensors). Each case is timed in many short
 blocks, interleaved with its baseline, and the median block is kept, so a noisy machine moves
-both sides alike. Run: ``hatch run bench:core`` (or ``python benchmarks/bench_core.py``).
+both sides alike. Run: ``hatch run bench:run`` (or ``python benchmarks/bench_core.py``);
+``--json PATH`` also writes the machine, the parameters and every median to PATH (read by
+``benchmarks/plot.py``).
+
+Also holds what the other benchmark scripts share: the contenders (``build_ops``,
+``vmap_contenders``), interleaved timing (``median_us``) and the JSON writer (``write_json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import math
+import os
 import platform
 import statistics
 import sys
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,6 +29,20 @@ from torch.func import vmap
 
 import opreg_core
 from opreg_core import register_vmap_op
+
+#: How the JSON files and the plots name the contenders.
+PYTHON_FN = "python fn"
+BARE = "bare Library op"
+CUSTOM = "custom_op + register_autograd"
+EVOX = "custom_op + register_vmap (EvoX-style)"
+OPREG_NONDIFF = "opreg differentiable=False"
+OPREG_DEFAULT = "opreg default (no backward)"
+OPREG_BACKWARD = "opreg with backward"
+#: Contenders under vmap (see ``vmap_contenders``).
+PLAIN_VMAP = "plain fn (torch.vmap)"
+OPREG_VMAP = "opreg"
+CUSTOM_VMAP = "custom_op + register_vmap"
+FALLBACK = "PyTorch per-sample fallback"
 
 
 def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -30,6 +53,10 @@ def _fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+def _fake_broadcast(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(torch.broadcast_shapes(x.shape, y.shape))
+
+
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     pass
 
@@ -38,50 +65,189 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return grad, grad
 
 
-def build_ops() -> dict[str, Callable[..., Any]]:
-    """The contenders: opreg ops, a bare Library op, custom_op, and the plain function."""
-    lib = torch.library.Library("opreg_bench_bare", "FRAGMENT")
+def _evox_wrap_inputs(
+    info: Any, in_dims: Sequence[int | None], *args: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """EvoX's default input wrapping for tensors: batch dim to the front, or a new dim 0."""
+    return tuple(
+        x.unsqueeze(0) if d is None else x.movedim(d, 0) for d, x in zip(in_dims, args, strict=True)
+    )
+
+
+def evox_style_op(
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    fake_fn: Callable[..., Any],
+    vmap_fn: Callable[..., Any],
+    fake_vmap_fn: Callable[..., Any],
+    max_vmap_level: int = 1,
+) -> Any:
+    """A minimal imitation of how EvoX's ``register_vmap_op`` registers an op.
+
+    One ``custom_op`` for ``fn`` with ``register_fake``; then, per supported vmap level, one
+    more ``custom_op`` for ``vmap_fn`` (named ``<name>_vmap``, ``<name>_vmap_vmap``, ...) with
+    ``register_fake(fake_vmap_fn)``, and a ``register_vmap`` rule on the previous op that
+    wraps the inputs (batch dim to the front) and calls the next one, output dim 0. No
+    autograd registration, as in EvoX.
+    """
+    op = torch.library.custom_op(name, fn, mutates_args=())
+    op.register_fake(fake_fn)
+    previous, level_name = op, name
+    for _ in range(max_vmap_level):
+        level_name += "_vmap"
+        level_op = torch.library.custom_op(level_name, vmap_fn, mutates_args=())
+        level_op.register_fake(fake_vmap_fn)
+
+        def rule(info: Any, in_dims: Any, *args: Any, _next: Any = level_op) -> tuple[Any, int]:
+            return _next(*_evox_wrap_inputs(info, in_dims, *args)), 0
+
+        previous.register_vmap(rule)
+        previous = level_op
+    return op
+
+
+def build_ops(
+    namespace: str = "opreg_bench", evox_levels: int = 1
+) -> dict[str, Callable[..., Any]]:
+    """The contenders: opreg ops, a bare Library op, custom_op, EvoX-style, the plain function.
+
+    ``custom_op`` has ``register_fake`` and ``register_autograd`` (the features of opreg's
+    default op) and a ``register_vmap`` rule that calls the op again with the batch dim
+    moved to the front; the bare ``Library`` op has no batching rule, so vmap runs PyTorch's
+    per-sample fallback for it.
+    """
+    lib = torch.library.Library(f"{namespace}_bare", "FRAGMENT")
     lib.define("add(Tensor x, Tensor y) -> Tensor")
     lib.impl("add", _add, "CompositeExplicitAutograd")
-    torch.library.register_fake("opreg_bench_bare::add", _fake, lib=lib)
-    bare = torch.ops.opreg_bench_bare.add.default
+    torch.library.register_fake(f"{namespace}_bare::add", _fake, lib=lib)
+    bare = getattr(torch.ops, f"{namespace}_bare").add.default
 
-    custom = torch.library.custom_op("opreg_bench_custom::add", mutates_args=())(_add)
+    custom: Any = torch.library.custom_op(f"{namespace}_custom::add", mutates_args=())(_add)
     custom.register_fake(_fake)
     custom.register_autograd(_backward, setup_context=_setup)
 
-    kwargs: dict[str, Any] = {"fake_fn": _fake, "vmap_fn": _add, "fake_vmap_fn": _fake}
-    nondiff = register_vmap_op(_add, name="opreg_bench::nondiff", differentiable=False, **kwargs)
-    default = register_vmap_op(_add, name="opreg_bench::nobackward", **kwargs)
-    with_bw = register_vmap_op(
-        _add, name="opreg_bench::backward", backward=_backward, setup_context=_setup, **kwargs
+    def custom_rule(info: Any, dims: Any, a: torch.Tensor, b: torch.Tensor) -> tuple[Any, int]:
+        a = a.unsqueeze(0) if dims[0] is None else a.movedim(dims[0], 0)
+        return custom(a, b if dims[1] is None else b.movedim(dims[1], 0)), 0
+
+    custom.register_vmap(custom_rule)
+
+    evox = evox_style_op(
+        _add,
+        name=f"{namespace}_evox::_custom_op_add",
+        fake_fn=_fake,
+        vmap_fn=_add,
+        fake_vmap_fn=_fake_broadcast,
+        max_vmap_level=evox_levels,
     )
-    globals()["_keep_alive"] = lib
+
+    kwargs: dict[str, Any] = {"fake_fn": _fake, "vmap_fn": _add, "fake_vmap_fn": _fake}
+    nondiff = register_vmap_op(_add, name=f"{namespace}::nondiff", differentiable=False, **kwargs)
+    default = register_vmap_op(_add, name=f"{namespace}::nobackward", **kwargs)
+    with_bw = register_vmap_op(
+        _add, name=f"{namespace}::backward", backward=_backward, setup_context=_setup, **kwargs
+    )
+    globals().setdefault("_keep_alive", []).append(lib)
     return {
-        "python fn": _add,
-        "bare Library op": bare,
-        "custom_op": custom,
-        "opreg differentiable=False": nondiff,
-        "opreg default (no backward)": default,
-        "opreg with backward": with_bw,
+        PYTHON_FN: _add,
+        BARE: bare,
+        CUSTOM: custom,
+        EVOX: evox,
+        OPREG_NONDIFF: nondiff,
+        OPREG_DEFAULT: default,
+        OPREG_BACKWARD: with_bw,
     }
 
 
-def median_us(fns: dict[str, Callable[[], Any]], number: int, rounds: int) -> dict[str, float]:
-    """Median microseconds per call of each thunk, timing them interleaved round by round."""
+def vmap_contenders(ops: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The function each vmap contender maps: the plain function, opreg's default op, custom_op
+    with its ``register_vmap`` rule, the EvoX-style op, and the bare op (per-sample fallback)."""
+    torch._C._functorch._set_vmap_fallback_warning_enabled(False)
+    return {
+        PLAIN_VMAP: _add,
+        OPREG_VMAP: ops[OPREG_DEFAULT],
+        CUSTOM_VMAP: ops[CUSTOM],
+        EVOX: ops[EVOX],
+        FALLBACK: ops[BARE],
+    }
+
+
+def nested_vmap(fn: Callable[..., Any], depth: int) -> Callable[..., Any]:
+    """``fn`` under ``depth`` nested ``vmap``s over its first argument (the second is shared)."""
+    for _ in range(depth):
+        fn = vmap(fn, in_dims=(0, None))
+    return fn
+
+
+def median_us(
+    fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, int], rounds: int
+) -> dict[str, float]:
+    """Median microseconds per call of each thunk, timing them interleaved round by round.
+
+    ``number`` is the calls per timed block, one for all thunks or one per thunk.
+    """
+    return {k: statistics.median(v) for k, v in sample_us(fns, number, rounds).items()}
+
+
+def sample_us(
+    fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, int], rounds: int
+) -> dict[str, list[float]]:
+    """Microseconds per call of each thunk in each of ``rounds`` interleaved blocks."""
+    calls = {k: number if isinstance(number, int) else number[k] for k in fns}
     samples: dict[str, list[float]] = {k: [] for k in fns}
     for fn in fns.values():
         fn()
     for _ in range(rounds):
         for key, fn in fns.items():
-            samples[key].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {k: statistics.median(v) for k, v in samples.items()}
+            samples[key].append(timeit.timeit(fn, number=calls[key]) / calls[key] * 1e6)
+    return samples
+
+
+def calls_per_block(fns: Mapping[str, Callable[[], Any]], block_s: float) -> dict[str, int]:
+    """Calls per timed block so that each block of each thunk lasts about ``block_s``."""
+    calls = {}
+    for key, fn in fns.items():
+        fn()
+        once = min(timeit.repeat(fn, number=1, repeat=3))
+        calls[key] = max(1, math.ceil(block_s / max(once, 1e-7)))
+    return calls
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and with what a benchmark ran (stored in every JSON result)."""
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "opreg_core": opreg_core.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def write_json(path: str, benchmark: str, parameters: dict[str, Any], results: Any) -> None:
+    """Write one benchmark's machine info, parameters and results to ``path``."""
+    document = {
+        "benchmark": benchmark,
+        "machine": machine_info(),
+        "parameters": parameters,
+        "results": results,
+    }
+    with open(path, "w") as f:
+        json.dump(document, f, indent=2)
+        f.write("\n")
+    print(f"wrote {path}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=41, help="timed blocks per case")
     parser.add_argument("--number", type=int, default=2000, help="calls per block (eager)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
     args = parser.parse_args()
     torch.set_num_threads(1)
     ops = build_ops()
@@ -90,32 +256,16 @@ def main() -> None:
     x3 = torch.randn(4, 4, 4, 8)
 
     eager = median_us({k: (lambda f=f: f(x, y)) for k, f in ops.items()}, args.number, args.rounds)
-    vm = {
-        "plain fn": vmap(_add, in_dims=(0, None)),
-        "opreg": vmap(ops["opreg default (no backward)"], in_dims=(0, None)),
-        "custom_op + register_vmap": None,
-        "PyTorch per-sample fallback": vmap(ops["bare Library op"], in_dims=(0, None)),
-    }
-    custom: Any = ops["custom_op"]
-    custom.register_vmap(lambda info, dims, a, b: (custom(a.movedim(dims[0], 0), b), 0))
-    vm["custom_op + register_vmap"] = vmap(custom, in_dims=(0, None))
-    torch._C._functorch._set_vmap_fallback_warning_enabled(False)
+    vm = {k: nested_vmap(f, 1) for k, f in vmap_contenders(ops).items()}
     vmapped = median_us(
-        {k: (lambda f=f: f(xb, yb)) for k, f in vm.items() if f is not None},
+        {k: (lambda f=f: f(xb, yb)) for k, f in vm.items()},
         max(args.number // 20, 20),
         args.rounds,
     )
     nested = median_us(
         {
-            "plain fn": lambda: vmap(
-                vmap(vmap(_add, in_dims=(0, None)), in_dims=(0, None)), in_dims=(0, None)
-            )(x3, yb),
-            "opreg": lambda: vmap(
-                vmap(
-                    vmap(ops["opreg default (no backward)"], in_dims=(0, None)), in_dims=(0, None)
-                ),
-                in_dims=(0, None),
-            )(x3, yb),
+            PLAIN_VMAP: lambda: nested_vmap(_add, 3)(x3, yb),
+            OPREG_VMAP: lambda: nested_vmap(ops[OPREG_DEFAULT], 3)(x3, yb),
         },
         max(args.number // 40, 10),
         args.rounds,
@@ -129,48 +279,35 @@ def main() -> None:
     rows = [
         (
             "eager, differentiable=False vs bare Library op",
-            eager["opreg differentiable=False"],
-            eager["bare Library op"],
+            eager[OPREG_NONDIFF],
+            eager[BARE],
             "<= 1.00",
         ),
         (
             "eager, default (no backward) vs custom_op",
-            eager["opreg default (no backward)"],
-            eager["custom_op"],
+            eager[OPREG_DEFAULT],
+            eager[CUSTOM],
             "<= 0.60",
         ),
-        (
-            "eager, with backward vs custom_op",
-            eager["opreg with backward"],
-            eager["custom_op"],
-            "<= 0.60",
-        ),
-        (
-            "eager, with backward vs bare Library op",
-            eager["opreg with backward"],
-            eager["bare Library op"],
-            "-",
-        ),
-        (
-            "eager, with backward vs python fn",
-            eager["opreg with backward"],
-            eager["python fn"],
-            "-",
-        ),
-        ("vmap batch 64 vs vmap(plain fn)", vmapped["opreg"], vmapped["plain fn"], "<= 1.20"),
+        ("eager, with backward vs custom_op", eager[OPREG_BACKWARD], eager[CUSTOM], "<= 0.60"),
+        ("eager, with backward vs bare Library op", eager[OPREG_BACKWARD], eager[BARE], "-"),
+        ("eager, with backward vs python fn", eager[OPREG_BACKWARD], eager[PYTHON_FN], "-"),
+        ("eager, default vs EvoX-style op", eager[OPREG_DEFAULT], eager[EVOX], "-"),
+        ("vmap batch 64 vs vmap(plain fn)", vmapped[OPREG_VMAP], vmapped[PLAIN_VMAP], "<= 1.20"),
         (
             "  custom_op + register_vmap vs vmap(plain fn)",
-            vmapped["custom_op + register_vmap"],
-            vmapped["plain fn"],
+            vmapped[CUSTOM_VMAP],
+            vmapped[PLAIN_VMAP],
             "-",
         ),
+        ("  EvoX-style vs vmap(plain fn)", vmapped[EVOX], vmapped[PLAIN_VMAP], "-"),
+        ("  per-sample fallback vs vmap(plain fn)", vmapped[FALLBACK], vmapped[PLAIN_VMAP], "-"),
         (
-            "  per-sample fallback vs vmap(plain fn)",
-            vmapped["PyTorch per-sample fallback"],
-            vmapped["plain fn"],
-            "-",
+            "triple vmap vs plain fn triple-vmapped",
+            nested[OPREG_VMAP],
+            nested[PLAIN_VMAP],
+            "<= 1.40",
         ),
-        ("triple vmap vs plain fn triple-vmapped", nested["opreg"], nested["plain fn"], "<= 1.40"),
     ]
     print(
         f"| {'case':<50} | {'opreg/contender us':>18} | {'baseline us':>11} "
@@ -182,6 +319,26 @@ def main() -> None:
             f"| {name:<50} | {value:>18.2f} | {base:>11.2f} | {value / base:>6.2f} | {target:>6} |"
         )
     sys.stdout.flush()
+    if args.json:
+        parameters = {
+            "rounds": args.rounds,
+            "number_eager": args.number,
+            "elements": 8,
+            "vmap_batch": 64,
+            "nested_shape": list(x3.shape),
+            "threads": 1,
+            "statistic": "median of interleaved blocks, microseconds per call",
+        }
+        results = {
+            "eager_us": eager,
+            "vmap_batch64_us": vmapped,
+            "triple_vmap_us": nested,
+            "ratios": [
+                {"case": n.strip(), "us": v, "baseline_us": b, "ratio": v / b, "target": t}
+                for n, v, b, t in rows
+            ],
+        }
+        write_json(args.json, "core", parameters, results)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Run: ``hatch run bench:python benchmarks/bench_memory.py`` (about a minute). Prints the RSS at
 each checkpoint and the growth after warm-up; a leak of even 100 bytes per call would show as
-about 100 MB over a million calls.
+about 100 MB over a million calls. ``--json PATH`` also writes the readings to PATH.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 from torch.func import grad, vmap
 
 import opreg_core
+from bench_core import write_json
 from opreg_core import register_vmap_op
 
 
@@ -70,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--eager", type=int, default=1_000_000)
     parser.add_argument("--vmap", type=int, default=100_000)
+    parser.add_argument("--json", metavar="PATH", help="also write the readings to PATH")
     args = parser.parse_args()
     torch.set_num_threads(1)
     op = register_vmap_op(
@@ -93,11 +95,22 @@ def main() -> None:
         f"{'growth':>7} |"
     )
     print(f"|{'-' * 38}|{'-' * 11}|{'-' * 10}|{'-' * 42}|{'-' * 9}|")
-    measure("eager op(x)", lambda: op(x), args.eager)
-    measure("eager op(x).backward()", lambda: op(xr).sum().backward(), args.vmap)
-    measure("vmap(op)(x)", lambda: vmap(op)(xb), args.vmap)
-    measure("vmap(vmap(op))(x)", lambda: vmap(vmap(op))(xb.reshape(4, 4, 8)), args.vmap // 2)
-    measure("grad(op)", lambda: grad(lambda y: op(y).sum())(x), args.vmap // 2)
+    cases: list[tuple[str, Callable[[], Any], int]] = [
+        ("eager op(x)", lambda: op(x), args.eager),
+        ("eager op(x).backward()", lambda: op(xr).sum().backward(), args.vmap),
+        ("vmap(op)(x)", lambda: vmap(op)(xb), args.vmap),
+        ("vmap(vmap(op))(x)", lambda: vmap(vmap(op))(xb.reshape(4, 4, 8)), args.vmap // 2),
+        ("grad(op)", lambda: grad(lambda y: op(y).sum())(x), args.vmap // 2),
+    ]
+    results = []
+    for label, call, n in cases:
+        readings = measure(label, call, n)
+        results.append({
+            "calls": label, "n": n, "rss_mb": readings, "growth_mb": readings[-1] - readings[0]
+        })  # fmt: skip
+    if args.json:
+        parameters = {"eager": args.eager, "vmap": args.vmap, "checkpoints": 5}
+        write_json(args.json, "memory", parameters, results)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""Cost of one op call under vmap against the number of samples, at vmap depth 1, 2 and 3.
+
+Contenders (the same element-wise add of 8-float samples, see ``bench_core.vmap_contenders``):
+``torch.vmap`` of the plain function, an opreg op, ``custom_op`` + ``register_vmap``, an
+EvoX-style op (one ``custom_op`` per vmap level) and a bare ``Library`` op without a batching
+rule (PyTorch's per-sample fallback). At depth d the samples are split over d nested vmaps of
+near-equal size (4096 at depth 3 is 16 x 16 x 16); the second argument is shared (in_dims None).
+
+For each (depth, samples) the contenders are timed interleaved, block by block, each block
+lasting about ``--block-ms``; the median block is kept, with the quartiles, and each median is
+divided by the plain vmap's. One thread. Run::
+
+    python benchmarks/bench_vmap_curve.py --json benchmarks/results/vmap_curve.json
+    python benchmarks/bench_vmap_curve.py --quick      # smoke run, a few seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from typing import Any
+
+import torch
+
+from bench_core import (
+    PLAIN_VMAP,
+    build_ops,
+    calls_per_block,
+    nested_vmap,
+    sample_us,
+    vmap_contenders,
+    write_json,
+)
+
+SAMPLES = (1, 8, 64, 512, 4096)
+DEPTHS = (1, 2, 3)
+ELEMENTS = 8
+
+
+def level_sizes(samples: int, depth: int) -> tuple[int, ...]:
+    """Batch sizes of ``depth`` nested vmaps (outermost first) whose product is ``samples``."""
+    sizes: list[int] = []
+    remaining = samples
+    for levels_left in range(depth, 0, -1):
+        limit = math.ceil(remaining ** (1 / levels_left) - 1e-9)
+        size = max(d for d in range(1, limit + 1) if remaining % d == 0)
+        sizes.append(size)
+        remaining //= size
+    sizes[-1] *= remaining
+    return tuple(sorted(sizes, reverse=True))
+
+
+def measure(
+    depth: int, samples: int, contenders: dict[str, Any], rounds: int, block_s: float
+) -> list[dict[str, Any]]:
+    """Time every contender at one (depth, samples); one result row per contender."""
+    sizes = level_sizes(samples, depth)
+    x, y = torch.randn(*sizes, ELEMENTS), torch.randn(ELEMENTS)
+    expected = x + y
+    thunks = {}
+    for name, fn in contenders.items():
+        mapped = nested_vmap(fn, depth)
+        torch.testing.assert_close(mapped(x, y), expected, msg=f"{name}: wrong result")
+        thunks[name] = lambda mapped=mapped: mapped(x, y)
+    calls = calls_per_block(thunks, block_s)
+    times = sample_us(thunks, calls, rounds)
+    plain = statistics.median(times[PLAIN_VMAP])
+    rows = []
+    for name, values in times.items():
+        median = statistics.median(values)
+        q1, _, q3 = (
+            statistics.quantiles(values, n=4, method="inclusive")
+            if len(values) > 1
+            else (median,) * 3
+        )
+        rows.append({
+            "depth": depth,
+            "samples": samples,
+            "level_sizes": list(sizes),
+            "contender": name,
+            "us_per_call": median,
+            "us_q1": q1,
+            "us_q3": q3,
+            "ratio_to_plain_vmap": median / plain,
+            "calls_per_block": calls[name],
+        })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=21, help="timed blocks per case")
+    parser.add_argument("--block-ms", type=float, default=20.0, help="length of one block")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 2 ms blocks (smoke)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.block_ms = 3, 2.0
+    torch.set_num_threads(1)
+    contenders = vmap_contenders(build_ops("opreg_bench_curve", evox_levels=max(DEPTHS)))
+    rows: list[dict[str, Any]] = []
+    print(f"| depth | samples |   levels | {'contender':<40} | {'us/call':>9} | vs plain vmap |")
+    print(f"|-------|---------|----------|{'-' * 42}|{'-' * 11}|---------------|")
+    for depth in DEPTHS:
+        for samples in SAMPLES:
+            for row in measure(depth, samples, contenders, args.rounds, args.block_ms / 1e3):
+                rows.append(row)
+                levels = "x".join(map(str, row["level_sizes"]))
+                print(
+                    f"| {depth:>5} | {samples:>7} | {levels:>8} | {row['contender']:<40} "
+                    f"| {row['us_per_call']:>9.1f} | {row['ratio_to_plain_vmap']:>13.2f} |",
+                    flush=True,
+                )
+    if args.json:
+        parameters = {
+            "rounds": args.rounds,
+            "block_ms": args.block_ms,
+            "quick": args.quick,
+            "samples": list(SAMPLES),
+            "depths": list(DEPTHS),
+            "elements_per_sample": ELEMENTS,
+            "threads": 1,
+            "op": "x + y, x batched at every level, y shared (in_dims=(0, None))",
+            "statistic": "median (and quartiles) of interleaved blocks, microseconds per call",
+        }
+        write_json(args.json, "vmap_curve", parameters, rows)
+
+
+if __name__ == "__main__":
+    main()
