@@ -36,13 +36,52 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
     return tree_map_only(torch.Tensor, fn, value)
 
 
+def strided_copy(
+    t: torch.Tensor,
+    stride: tuple[int, ...] | None = None,
+    offset: int | None = None,
+) -> torch.Tensor:
+    """A fresh leaf tensor with ``t``'s values laid out with ``stride`` and storage ``offset``.
+
+    By default ``t``'s own strides and offset (a layout-exact copy, which ``clone`` is not for
+    views with gaps or an offset). The strides must not overlap; ``requires_grad`` is kept.
+    """
+    stride = tuple(t.stride()) if stride is None else stride
+    offset = t.storage_offset() if offset is None else offset
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, stride, strict=True)) if t.numel() else 0
+    storage = torch.empty(offset + span, dtype=t.dtype, device=t.device).untyped_storage()
+    out = torch.empty(0, dtype=t.dtype, device=t.device)
+    out.set_(storage, offset, t.shape, stride)
+    with torch.no_grad():
+        out.copy_(t.detach())
+    return out.requires_grad_(t.requires_grad)
+
+
+def _non_overlapping(t: torch.Tensor) -> bool:
+    dims = sorted((int(s), int(n)) for n, s in zip(t.shape, t.stride(), strict=True) if n > 1)
+    extent = 1
+    for s, n in dims:
+        if s < extent:
+            return False
+        extent = s * n
+    return True
+
+
 def _copy(t: torch.Tensor) -> torch.Tensor:
+    plain = type(t) is torch.Tensor and t.layout == torch.strided
+    if plain and (t.storage_offset() or not t.is_contiguous()) and _non_overlapping(t):
+        out = strided_copy(t)
+        return out if t.is_leaf else out.requires_grad_(False)
     out = t.detach().clone()
     return out.requires_grad_(t.requires_grad) if t.is_leaf else out
 
 
 def clone_sample(sample: SampleInput) -> SampleInput:
-    """A copy whose tensors are fresh clones, so an op that mutates cannot spoil the sample."""
+    """A copy whose tensors are fresh clones, so an op that mutates cannot spoil the sample.
+
+    Clones keep the layout (strides, storage offset) of non-overlapping views, so a layout
+    variant of a sample (:mod:`opreg_testing.layouts`) reaches the op as it was built.
+    """
     return dataclasses.replace(
         sample, args=map_tensors(_copy, sample.args), kwargs=map_tensors(_copy, sample.kwargs)
     )
@@ -120,12 +159,20 @@ def _describe_value(value: Any) -> str:
         shape = ", ".join(map(str, value.shape))
         dtype = str(value.dtype).removeprefix("torch.")
         where = "" if value.device.type == "cpu" else f" {value.device}"
-        return f"Tensor[{shape}] {dtype}{where}"
+        return f"Tensor[{shape}] {dtype}{where}{_describe_layout(value)}"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(_describe_value(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _describe_layout(t: torch.Tensor) -> str:
+    """`` strides (1, 3)`` / `` offset 1`` for a tensor that is not plain contiguous."""
+    if t.layout != torch.strided:
+        return ""
+    text = "" if t.is_contiguous() else f" strides {tuple(t.stride())}"
+    return text + (f" offset {t.storage_offset()}" if t.storage_offset() else "")
 
 
 def describe_sample(sample: SampleInput, arg_names: tuple[str, ...] = ()) -> str:

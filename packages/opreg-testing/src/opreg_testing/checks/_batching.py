@@ -1,11 +1,33 @@
 """Building vmap test cases from one sample: in_dims patterns, batched inputs, the expected stack.
 
 A case is one ``in_dims`` tuple per vmap level (outermost first) and a batch size per level.
-Every per-sample argument of a batch is a *variant* of the sample's tensor: the element
-order is permuted (deterministically), so values stay in the sample's domain (indices stay
-valid, positive inputs stay positive) while the batch entries differ, which is what exposes a
-batching rule that mixes them up. Arguments unbatched at a level are the same for all of its
-entries, exactly as vmap sees them.
+Arguments unbatched at a level are the same for all of its entries, exactly as vmap sees them.
+
+How the entries of a batch are built (``batch_entries``). Entry 0 at every level is the
+sample as given; the other entries must differ from it in the statistics a wrong batching
+rule would mix (mean, sum, norm, extremes, order), while staying in the sample's domain:
+
+- ``"variants"``: every floating or complex tensor argument is a *value variant* of the
+  sample's tensor: its elements permuted, then each multiplied by a positive factor in
+  ``(0.4, 0.9)`` (one scale per entry times a per-element jitter). Signs are kept (positive
+  inputs stay positive), magnitudes only shrink (a sample within ``[-1, 1]`` or ``[0, 1]``
+  stays there), and ``0``, ``inf`` and ``nan`` stay where the permutation puts them (a
+  nonzero value never rounds to 0). Integer and boolean tensors are only permuted (an index
+  tensor stays in range: a check cannot know that an integer tensor is an index).
+- ``"permute"``: every tensor argument is only permuted (the same multiset of values): for a
+  domain that shrinking leaves (e.g. ``x >= 1``) but where the order of elements is free.
+- ``"samples"``: the entries are the author's own samples of the same *signature* (same
+  shapes, dtypes and devices of the batchable arguments, equal other arguments and keyword
+  arguments, different values), in the order given, starting with the sample itself and
+  cycling through the group; a sample without such partners is permuted as in ``"permute"``.
+- ``"auto"`` (the checks' default): ``"samples"`` for a sample that has partners of the same
+  signature, ``"variants"`` otherwise. So an op author whose domain is special (values tied
+  to each other, bounds away from 0, ...) takes over by giving two or more samples of the same
+  shapes with valid values; or passes ``batch_entries="permute"``/``"samples"`` to the check
+  (``check_vmap(op, batch_entries=...)``, ``options={"vmap": {"batch_entries": ...}}``).
+
+Everything is deterministic: an entry's values depend only on the sample, the argument's
+position and the entry's indices.
 """
 
 from __future__ import annotations
@@ -13,7 +35,7 @@ from __future__ import annotations
 import itertools
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,12 +46,32 @@ InDim = int | None
 Level = tuple[InDim, ...]  # one in_dim per positional argument
 
 
+#: The ways of building batch entries (see the module docstring).
+BATCH_ENTRIES: tuple[str, ...] = ("auto", "variants", "permute", "samples")
+
+
+@dataclass(frozen=True)
+class Entries:
+    """How the entries of a batch get their values: ``mode`` and, for ``"samples"``, the group
+    of same-signature samples (the sample itself first)."""
+
+    mode: str = "variants"
+    group: tuple[SampleInput, ...] = field(default=(), compare=False)
+
+    def __str__(self) -> str:
+        if self.mode == "samples":
+            return f"entries from {len(self.group)} samples of the same signature"
+        return "entries permuted" if self.mode == "permute" else "entries as value variants"
+
+
 @dataclass(frozen=True)
 class VmapCase:
-    """One way to vmap an op over a sample: in_dims per level (outermost first), batch sizes."""
+    """One way to vmap an op over a sample: in_dims per level (outermost first), batch sizes,
+    and how the batch entries are built."""
 
     levels: tuple[Level, ...]
     sizes: tuple[int, ...]
+    entries: Entries = Entries()
 
     @property
     def depth(self) -> int:
@@ -71,7 +113,9 @@ def batchable(sample: SampleInput) -> dict[int, int]:
     return found
 
 
-def vmap_cases(sample: SampleInput, *, nested: bool = True) -> list[VmapCase]:
+def vmap_cases(
+    sample: SampleInput, *, nested: bool = True, entries: Entries = Entries()
+) -> list[VmapCase]:
     """The in_dims patterns checked for a sample: 0, -1, a middle dim, None, mixed; nested 2-3."""
     positions = batchable(sample)
     if not positions:
@@ -96,16 +140,103 @@ def vmap_cases(sample: SampleInput, *, nested: bool = True) -> list[VmapCase]:
             patterns.append((level({q: None if q == order[0] else 0 for q in order}), last))
     sizes = {1: (3,), 2: (2, 3), 3: (2, 3, 2)}
     unique = list(dict.fromkeys(patterns))
-    return [VmapCase(p, sizes[len(p)]) for p in unique]
+    return [VmapCase(p, sizes[len(p)], entries) for p in unique]
 
 
-def _variant(value: torch.Tensor, position: int, key: tuple[int, ...]) -> torch.Tensor:
-    """The sample's tensor for batch entry ``key``: its elements permuted (``key`` all 0: as is)."""
-    if not any(key) or value.numel() <= 1:
-        return value.detach().clone()
+def _same(a: Any, b: Any) -> bool:
+    """Equal values (tensors: same metadata and elements)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and _compatible(a, b)
+            and bool(torch.equal(a, b))
+        )
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # a value whose == is not a plain truth value
+        return False
+
+
+def _compatible(a: Any, b: Any) -> bool:
+    """Both can be entries of one batch: tensors (or lists of them) of one shape and dtype."""
+    if isinstance(a, torch.Tensor):
+        return (
+            isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and a.device == b.device
+        )
+    return (
+        isinstance(a, (list, tuple))
+        and type(a) is type(b)
+        and len(a) == len(b)
+        and all(_compatible(x, y) for x, y in zip(a, b, strict=True))
+    )
+
+
+def _partner(sample: SampleInput, other: SampleInput) -> bool:
+    """``other`` has ``sample``'s signature and different values in a batchable argument."""
+    if len(other.args) != len(sample.args) or other.kwargs.keys() != sample.kwargs.keys():
+        return False
+    if not all(_same(v, other.kwargs[k]) for k, v in sample.kwargs.items()):
+        return False
+    positions = batchable(sample)
+    for i, (a, b) in enumerate(zip(sample.args, other.args, strict=True)):
+        if not (_compatible(a, b) if i in positions else _same(a, b)):
+            return False
+    return not all(_same(sample.args[i], other.args[i]) for i in positions)
+
+
+def batch_entries(sample: SampleInput, samples: Sequence[SampleInput], mode: str) -> Entries:
+    """How to build ``sample``'s batch entries under ``mode`` (one of :data:`BATCH_ENTRIES`),
+    given all the samples of the op (where ``"samples"`` and ``"auto"`` find partners)."""
+    if mode not in BATCH_ENTRIES:
+        raise ValueError(
+            f"batch_entries must be one of {', '.join(map(repr, BATCH_ENTRIES))}, got {mode!r}"
+        )
+    if mode in ("variants", "permute"):
+        return Entries(mode)
+    group = (sample, *(s for s in samples if s is not sample and _partner(sample, s)))
+    if len(group) > 1:
+        return Entries("samples", group)
+    return Entries("variants" if mode == "auto" else "permute")
+
+
+#: Each non-zero batch entry of a floating tensor is scaled by a per-entry factor in
+#: [_SCALE_LOW, _SCALE_HIGH) times a per-element jitter in (1 - _JITTER, 1].
+_SCALE_LOW, _SCALE_HIGH, _JITTER = 0.5, 0.9, 0.2
+
+
+def _shrink(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``value`` times positive factors below 1: signs, 0, inf and nan kept; nonzero stays."""
+    scale = _SCALE_LOW + (_SCALE_HIGH - _SCALE_LOW) * torch.rand((), generator=generator)
+    jitter = 1 - _JITTER * torch.rand(value.shape, generator=generator)
+    wide = torch.promote_types(value.dtype, torch.float32)
+    real = wide.to_real() if wide.is_complex else wide
+    factor = (scale * jitter).to(device=value.device, dtype=real)
+    shrunk = (value.to(wide) * factor).to(value.dtype)
+    return torch.where((shrunk == 0) & (value != 0), value, shrunk)
+
+
+def _variant(value: torch.Tensor, position: int, key: tuple[int, ...], mode: str) -> torch.Tensor:
+    """The sample's tensor for batch entry ``key`` (``key`` all 0: as is)."""
+    value = value.detach()
+    if not any(key) or value.numel() == 0:
+        return value.clone()
     generator = torch.Generator().manual_seed(zlib.crc32(repr((position, key)).encode()))
-    perm = torch.randperm(value.numel(), generator=generator).to(value.device)
-    return value.detach().reshape(-1)[perm].reshape(value.shape).clone()
+    if value.numel() > 1:
+        perm = torch.randperm(value.numel(), generator=generator).to(value.device)
+        value = value.reshape(-1)[perm].reshape(value.shape)
+    if mode == "variants" and (value.is_floating_point() or value.is_complex()):
+        return _shrink(value, generator)
+    return value.clone()
 
 
 def _entry_key(case: VmapCase, position: int, index: Sequence[int]) -> tuple[int, ...]:
@@ -113,12 +244,31 @@ def _entry_key(case: VmapCase, position: int, index: Sequence[int]) -> tuple[int
     return tuple(i for lvl, i in zip(case.levels, index, strict=True) if lvl[position] is not None)
 
 
-def _value_at(sample: SampleInput, case: VmapCase, position: int, index: Sequence[int]) -> Any:
-    value = sample.args[position]
-    key = _entry_key(case, position, index)
+def _flat(case: VmapCase, position: int, key: tuple[int, ...]) -> int:
+    """The entry ``key`` as one number, counting the levels where ``position`` is batched."""
+    sizes = [s for lvl, s in zip(case.levels, case.sizes, strict=True) if lvl[position] is not None]
+    flat = 0
+    for i, size in zip(key, sizes, strict=True):
+        flat = flat * size + i
+    return flat
+
+
+def _copy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return _variant(value, position, key)
-    return [_variant(t, position * 1000 + k, key) for k, t in enumerate(value)]
+        return value.detach().clone()
+    return [t.detach().clone() for t in value]
+
+
+def _value_at(sample: SampleInput, case: VmapCase, position: int, index: Sequence[int]) -> Any:
+    key = _entry_key(case, position, index)
+    group = case.entries.group
+    if case.entries.mode == "samples" and group:
+        return _copy(group[_flat(case, position, key) % len(group)].args[position])
+    value = sample.args[position]
+    mode = case.entries.mode
+    if isinstance(value, torch.Tensor):
+        return _variant(value, position, key, mode)
+    return [_variant(t, position * 1000 + k, key, mode) for k, t in enumerate(value)]
 
 
 def entry(sample: SampleInput, case: VmapCase, index: Sequence[int]) -> SampleInput:
