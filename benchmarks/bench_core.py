@@ -22,6 +22,7 @@ import statistics
 import sys
 import timeit
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -54,7 +55,7 @@ def _fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _fake_broadcast(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(torch.broadcast_shapes(x.shape, y.shape))
+    return x.new_empty(torch.broadcast_shapes(x.shape, y.shape))  # type: ignore[no-untyped-call]
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -117,9 +118,9 @@ def build_ops(
     moved to the front; the bare ``Library`` op has no batching rule, so vmap runs PyTorch's
     per-sample fallback for it.
     """
-    lib = torch.library.Library(f"{namespace}_bare", "FRAGMENT")
-    lib.define("add(Tensor x, Tensor y) -> Tensor")
-    lib.impl("add", _add, "CompositeExplicitAutograd")
+    lib = torch.library.Library(f"{namespace}_bare", "FRAGMENT")  # type: ignore[no-untyped-call]
+    lib.define("add(Tensor x, Tensor y) -> Tensor")  # type: ignore[no-untyped-call]
+    lib.impl("add", _add, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{namespace}_bare::add", _fake, lib=lib)
     bare = getattr(torch.ops, f"{namespace}_bare").add.default
 
@@ -163,7 +164,7 @@ def build_ops(
 def vmap_contenders(ops: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """The function each vmap contender maps: the plain function, opreg's default op, custom_op
     with its ``register_vmap`` rule, the EvoX-style op, and the bare op (per-sample fallback)."""
-    torch._C._functorch._set_vmap_fallback_warning_enabled(False)
+    torch._C._functorch._set_vmap_fallback_warning_enabled(False)  # type: ignore[attr-defined]
     return {
         PLAIN_VMAP: _add,
         OPREG_VMAP: ops[OPREG_DEFAULT],
@@ -255,10 +256,10 @@ def main() -> None:
     xb, yb = torch.randn(64, 8), torch.randn(8)
     x3 = torch.randn(4, 4, 4, 8)
 
-    eager = median_us({k: (lambda f=f: f(x, y)) for k, f in ops.items()}, args.number, args.rounds)
+    eager = median_us({k: partial(f, x, y) for k, f in ops.items()}, args.number, args.rounds)
     vm = {k: nested_vmap(f, 1) for k, f in vmap_contenders(ops).items()}
     vmapped = median_us(
-        {k: (lambda f=f: f(xb, yb)) for k, f in vm.items()},
+        {k: partial(f, xb, yb) for k, f in vm.items()},
         max(args.number // 20, 20),
         args.rounds,
     )

@@ -97,7 +97,7 @@ def main() -> None:
     print(f"|{'-' * 38}|{'-' * 11}|{'-' * 10}|{'-' * 42}|{'-' * 9}|")
     cases: list[tuple[str, Callable[[], Any], int]] = [
         ("eager op(x)", lambda: op(x), args.eager),
-        ("eager op(x).backward()", lambda: op(xr).sum().backward(), args.vmap),
+        ("eager op(x).backward()", lambda: op(xr).sum().backward(), args.vmap),  # type: ignore[no-untyped-call]
         ("vmap(op)(x)", lambda: vmap(op)(xb), args.vmap),
         ("vmap(vmap(op))(x)", lambda: vmap(vmap(op))(xb.reshape(4, 4, 8)), args.vmap // 2),
         ("grad(op)", lambda: grad(lambda y: op(y).sum())(x), args.vmap // 2),
