@@ -9,6 +9,11 @@ this is why ``torch.func.grad``, ``jacrev``, ``grad(vmap)`` and ``vmap(grad)`` w
 Without a backward the Function's backward raises, so a gradient through the op is an error,
 never silently zero. The batched op's backward is ``vmap`` of the user's ``setup_context`` +
 ``backward`` over the batch, so users write the backward once.
+
+A backward may return, for an input that the op broadcasts, a gradient of the broadcast shape:
+it is summed to the input's shape as autograd does (``sum_to_size``). The derived batched
+backward does this per sample, so the sum never runs over the batch; a gradient that cannot
+be summed to its input's shape is an error naming the op, the argument and both shapes.
 """
 
 from __future__ import annotations
@@ -111,6 +116,48 @@ def _normalize_grads(qualname: str, grads: Any, count: int) -> tuple[Any, ...]:
     return result
 
 
+def _is_expandable(shape: Sequence[int], to: Sequence[int]) -> bool:
+    """Whether ``shape`` broadcasts to ``to``: autograd's test before it sums a gradient."""
+    if len(shape) > len(to):
+        return False
+    return all(s in (t, 1) for s, t in zip(reversed(shape), reversed(to), strict=False))
+
+
+def _flat_input_name(names: Sequence[str], spec: tuple[int, ...], index: int) -> str:
+    """The schema name of flat input ``index`` (``xs[1]`` for an element of a list input)."""
+    start = 0
+    for name, n in zip(names, spec, strict=True):
+        if n < 0:
+            if index == start:
+                return name
+            start += 1
+        else:
+            if index < start + n:
+                return f"{name}[{index - start}]"
+            start += n
+    return f"input {index}"
+
+
+def reduce_grad(
+    qualname: str,
+    names: Sequence[str],
+    spec: tuple[int, ...],
+    index: int,
+    grad: torch.Tensor,
+    shape: Sequence[int],
+) -> torch.Tensor:
+    """``grad`` summed to its input's ``shape`` over the broadcast dims (leading extra dims and
+    dims where the input has size 1), as autograd does; an irreducible shape is an error."""
+    if not _is_expandable(shape, grad.shape):
+        raise RuntimeError(
+            f"opreg: {qualname}: backward returned a gradient of shape {tuple(grad.shape)} for "
+            f"argument '{_flat_input_name(names, spec, index)}' of shape {tuple(shape)}; a "
+            "gradient must have its input's shape or a shape the input broadcasts to (it is "
+            "then summed over the broadcast dims)"
+        )
+    return grad.sum_to_size(shape)
+
+
 def non_differentiable_backward(qualname: str) -> Backward:
     def backward(ctx: Any, *grads: Any) -> Any:
         raise RuntimeError(
@@ -136,8 +183,10 @@ def make_autograd_kernel(
     ``user_backward``: ``backward`` is the user's; if it fails while no ``setup_context`` was
     given, the error says that ``ctx`` holds nothing saved.
     """
-    count = len(signature.names)
+    names = signature.names
+    count = len(names)
     call = overload._op
+    tensor = torch.Tensor
 
     def forward(spec: tuple[int, ...], *flat: Any) -> Any:
         args, kwargs = signature.split(unflatten_inputs(spec, flat))
@@ -147,6 +196,12 @@ def make_autograd_kernel(
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         spec = inputs[0]
         ctx.opreg_spec = spec
+        # The shape of each flat input that needs a gradient (None for the others): backward
+        # sums a broadcast-shaped gradient to it. The derived batched backward reads it too.
+        ctx.opreg_shapes = tuple(
+            x.shape if need else None
+            for x, need in zip(inputs[1:], ctx.needs_input_grad[1:], strict=True)
+        )
         # One flag per declared input (a list input needs a gradient if any element does).
         ctx.needs_input_grad = tuple(
             any(n) if isinstance(n, list) else n
@@ -167,8 +222,11 @@ def make_autograd_kernel(
                 "registered without setup_context, so ctx holds no saved tensors or attributes; "
                 "pass setup_context=... to save what backward needs."
             ) from exc
-        result = _normalize_grads(qualname, grads_in, count)
-        return (None, *flatten_grads(spec, result))
+        flat = flatten_grads(spec, _normalize_grads(qualname, grads_in, count))
+        for i, (g, shape) in enumerate(zip(flat, ctx.opreg_shapes, strict=False)):
+            if shape is not None and isinstance(g, tensor) and g.shape != shape:
+                flat[i] = reduce_grad(qualname, names, spec, i, g, shape)
+        return (None, *flat)
 
     function = type(
         f"{qualname.replace('::', '_')}_Function",
@@ -181,7 +239,6 @@ def make_autograd_kernel(
     )
     redispatch = overload._handle.redispatch_boxed
     grad_enabled = torch.is_grad_enabled
-    tensor = torch.Tensor
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if forward_mode_ad_active(args, kwargs):
@@ -211,6 +268,7 @@ def make_autograd_kernel(
 
 def derive_batched_backward(
     qualname: str,
+    names: Sequence[str],
     out_dims: Sequence[int | None],
     setup_context: SetupContext | None,
     backward: Backward,
@@ -219,7 +277,10 @@ def derive_batched_backward(
 
     The batched op's inputs carry the batch at dim 0 and its outputs at ``out_dims``; the
     derived backward replays the user's ``setup_context`` and ``backward`` per sample under
-    ``torch.vmap`` (so they see single samples) and returns gradients batched at dim 0.
+    ``torch.vmap`` (so they see single samples) and returns gradients batched at dim 0. A
+    per-sample gradient of a broadcast shape is summed to its input's per-sample shape inside
+    the vmap, as autograd does for the op itself; summed outside, it would mix the batch in.
+    ``names``: the op's argument names in declaration order, for errors.
     """
     single_output = len(out_dims) == 1
 
@@ -249,6 +310,9 @@ def derive_batched_backward(
             d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True)
         )
         output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
+        # Per-sample shapes of the flat inputs that need a gradient (batch at dim 0), set by
+        # the batched op's autograd kernel (make_autograd_kernel's setup).
+        sample_shapes = [None if s is None else s[1:] for s in ctx.opreg_shapes]
         # vmap cannot return None: keep the tensors, remember where they were.
         present: list[bool] = []
 
@@ -258,6 +322,9 @@ def derive_batched_backward(
                 setup_context(sample_ctx, ins, outs[0] if single_output else outs)
             result = _normalize_grads(qualname, backward(sample_ctx, *gs), len(ins))
             flat = flatten_grads(spec, result)
+            for i, (g, shape) in enumerate(zip(flat, sample_shapes, strict=False)):
+                if shape is not None and isinstance(g, torch.Tensor) and g.shape != shape:
+                    flat[i] = reduce_grad(qualname, names, spec, i, g, shape)
             present[:] = [isinstance(r, torch.Tensor) for r in flat]
             return tuple(r for r in flat if isinstance(r, torch.Tensor))
 

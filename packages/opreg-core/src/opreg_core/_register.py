@@ -222,7 +222,7 @@ def _build(
         )
         if batched is not None:
             setup_b, backward_b = derive_batched_backward(
-                qualname, out_dims, o.setup_context, backward
+                qualname, signature.names, out_dims, o.setup_context, backward
             )
             reg.impl(
                 batched_name,
