@@ -60,9 +60,9 @@ def relayout(t: torch.Tensor, layout: str) -> torch.Tensor:
         return strided_copy(t, stride, 0)
     if layout == "strided":
         last = long_dims[-1]
-        stride = list(_contiguous_strides(shape, list(range(len(shape)))))
-        stride = [s * 2 for s in stride[:last]] + [2 * stride[last]] + stride[last + 1 :]
-        return strided_copy(t, tuple(stride), 0)
+        dense = _contiguous_strides(shape, list(range(len(shape))))
+        doubled = tuple(2 * s if d <= last else s for d, s in enumerate(dense))
+        return strided_copy(t, doubled, 0)
     return strided_copy(t, _contiguous_strides(shape, list(range(len(shape)))), 1)
 
 

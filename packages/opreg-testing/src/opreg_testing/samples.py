@@ -46,12 +46,13 @@ def strided_copy(
     By default ``t``'s own strides and offset (a layout-exact copy, which ``clone`` is not for
     views with gaps or an offset). The strides must not overlap; ``requires_grad`` is kept.
     """
-    stride = tuple(t.stride()) if stride is None else stride
-    offset = t.storage_offset() if offset is None else offset
-    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, stride, strict=True)) if t.numel() else 0
-    storage = torch.empty(offset + span, dtype=t.dtype, device=t.device).untyped_storage()
+    strides = tuple(int(s) for s in t.stride()) if stride is None else stride
+    start = int(t.storage_offset()) if offset is None else offset
+    shape = tuple(int(n) for n in t.shape)
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if t.numel() else 0
+    storage = torch.empty(start + span, dtype=t.dtype, device=t.device).untyped_storage()
     out = torch.empty(0, dtype=t.dtype, device=t.device)
-    out.set_(storage, offset, t.shape, stride)
+    out.set_(storage, start, shape, strides)
     with torch.no_grad():
         out.copy_(t.detach())
     return out.requires_grad_(t.requires_grad)

@@ -3,7 +3,11 @@
 Shape, dtype, device and strides (of dims longer than 1) must agree, with static shapes and
 with every input dim symbolic (dynamic shapes, as ``torch.compile(dynamic=True)`` traces).
 For an opreg op with a ``vmap_fn``, ``vmap(op)`` is checked the same way, which exercises
-``fake_vmap_fn``.
+``fake_vmap_fn``. Every sample is also checked in its layout variants (transposed, strided and
+offset inputs, :mod:`opreg_testing.layouts`): the fake must work on non-contiguous inputs and
+predict the strides the real op gives for them (an output that follows its input's layout, or
+a contiguous one). A variant the op itself rejects with a ``TypeError``/``ValueError`` is
+skipped and listed in ``info["layouts_rejected"]``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 from opreg_core import SampleInput
 
 from ..compare import Mismatch
+from ..layouts import layout_variants, rejects
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
@@ -112,7 +117,20 @@ def _compare_fake(
         raise ctx.failure(problem, sample, case, mismatch=found)
 
 
-def run_fake(ctx: CheckContext, *, dynamic: bool = True) -> None:
+def _check_layouts(ctx: CheckContext, sample: SampleInput, modes: tuple[bool, ...]) -> None:
+    """The op on each layout variant of ``sample`` it accepts, real against fake."""
+    op = ctx.target.call
+    for _, variant in layout_variants(sample):
+        with ctx.step("the op", variant, "a layout variant, on real tensors"):
+            refusal = rejects(op, variant)
+        if refusal is not None:
+            ctx.info.setdefault("layouts_rejected", {})[variant.name] = refusal
+            continue
+        for dyn in modes:
+            _check_one(ctx, op, "the op", variant, variant, None, dyn)
+
+
+def run_fake(ctx: CheckContext, *, dynamic: bool = True, layouts: bool = True) -> None:
     """The body of the fake check (see :func:`check_fake`)."""
     op = ctx.target.call
     modes = (False, True) if dynamic else (False,)
@@ -121,6 +139,8 @@ def run_fake(ctx: CheckContext, *, dynamic: bool = True) -> None:
     for sample in ctx.samples:
         for dyn in modes:
             _check_one(ctx, op, "the op", sample, sample, None, dyn)
+        if layouts:
+            _check_layouts(ctx, sample, modes)
         cases = [c for c in vmap_cases(sample, nested=False)][:1] if batched else []
         for case in cases:
             b = batched_sample(sample, case)
@@ -144,12 +164,14 @@ def check_fake(
     *,
     device: str | torch.device | None = None,
     dynamic: bool = True,
+    layouts: bool = True,
 ) -> CheckResult:
     """Check the op's fake implementation against real outputs, for every sample.
 
     Compares shape, dtype, device and strides, with static shapes and (``dynamic``) with all
     input sizes symbolic; for opreg ops with a ``vmap_fn`` also ``vmap(op)`` (``fake_vmap_fn``).
+    With ``layouts``, every sample's transposed, strided and offset variants too.
     Raises :class:`CheckFailure` naming the sample and the first difference.
     """
     ctx = prepare("fake", op, samples, device)
-    return run_public(ctx, lambda c: run_fake(c, dynamic=dynamic))
+    return run_public(ctx, lambda c: run_fake(c, dynamic=dynamic, layouts=layouts))

@@ -5,6 +5,13 @@ runs that kernel; the check compares it with ``op.fallback(*args)`` on the same 
 with the per-dtype tolerance table (exact for integer outputs, or with ``exact=True``).
 For an op with a ``vmap_fn``, the batched operator (its batched kernel, if any) is compared
 with ``vmap_fn`` too. CPU runs Triton kernels through Triton's interpreter when asked.
+
+Every sample also runs in its layout variants (transposed, strided and offset inputs, see
+:mod:`opreg_testing.layouts`), so a kernel that ignores strides or the storage offset is
+caught even when all samples are contiguous. A kernel that needs contiguous inputs calls
+``.contiguous()`` itself. A variant that the fallback and the kernel both reject with the same
+``TypeError``/``ValueError`` (same type and message) counts as consistent: it is listed in
+``info["layouts_rejected"]``; a variant only one of them rejects is a failure.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from opreg_core import SampleInput, VmapOp
 
 from ..compare import EXACT, ToleranceSpec
 from ..interpreter import TritonUnavailable, loaded_kernels_module, triton_device, triton_info
+from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
@@ -33,7 +41,11 @@ def _kernel_op(ctx: CheckContext) -> VmapOp[Any, Any]:
 
 
 def _check_batched(
-    ctx: CheckContext, op: VmapOp[Any, Any], sample: SampleInput, tol: ToleranceSpec
+    ctx: CheckContext,
+    op: VmapOp[Any, Any],
+    sample: SampleInput,
+    tol: ToleranceSpec,
+    layout: str | None = None,
 ) -> bool:
     batched_op, vmap_fn = op.batched_overload, op.vmap_fn
     if batched_op is None or vmap_fn is None or ctx.target.mutated_args:
@@ -44,6 +56,9 @@ def _check_batched(
     # in_dims 0 on every tensor argument: what vmap_fn receives (batch at dim 0 everywhere).
     inputs = batched_sample(sample, cases[0])
     case = f"batched operator vs vmap_fn, batch size {cases[0].sizes[0]}"
+    if layout is not None:
+        inputs = relayout_sample(inputs, layout, sample.name)
+        case += f", {layout} inputs"
     with ctx.step("vmap_fn", sample, case):
         expected = ctx.run(vmap_fn, inputs)
     with ctx.step("the batched kernel", sample, case):
@@ -52,22 +67,63 @@ def _check_batched(
     return True
 
 
-def _compare_all(
-    ctx: CheckContext, op: VmapOp[Any, Any], tol: ToleranceSpec, device_type: str
+def _compare_one(
+    ctx: CheckContext, op: VmapOp[Any, Any], sample: SampleInput, case: str, tol: ToleranceSpec
 ) -> None:
-    batched = 0
+    with ctx.step("the fallback", sample, case):
+        expected = ctx.run(op.fallback, sample)
+    with ctx.step("the kernel", sample, case):
+        actual = ctx.run(op, sample)
+    ctx.assert_same(expected, actual, sample, case, "the kernel differs from the fallback", tol)
+
+
+def _compare_layout(
+    ctx: CheckContext, op: VmapOp[Any, Any], variant: SampleInput, case: str, tol: ToleranceSpec
+) -> bool:
+    """Kernel against fallback on a layout variant; False if both reject it alike."""
+    with ctx.step("the fallback", variant, case):
+        refusal = rejects(op.fallback, variant)
+    if refusal is None:
+        _compare_one(ctx, op, variant, case, tol)
+        return True
+    with ctx.step("the kernel", variant, case):
+        kernel_refusal = rejects(op, variant)
+    if kernel_refusal != refusal:
+        got = "accepted it" if kernel_refusal is None else f"raised {kernel_refusal}"
+        raise ctx.failure(
+            f"the fallback rejects this layout ({refusal}) but the kernel {got}", variant, case
+        )
+    ctx.info.setdefault("layouts_rejected", {})[variant.name] = refusal
+    return False
+
+
+def _compare_all(
+    ctx: CheckContext, op: VmapOp[Any, Any], tol: ToleranceSpec, device_type: str, layouts: bool
+) -> None:
+    batched = variants = 0
+    case = f"kernel for {device_type!r} vs fallback"
     for sample in ctx.samples:
-        case = f"kernel for {device_type!r} vs fallback"
-        with ctx.step("the fallback", sample, case):
-            expected = ctx.run(op.fallback, sample)
-        with ctx.step("the kernel", sample, case):
-            actual = ctx.run(op, sample)
-        ctx.assert_same(expected, actual, sample, case, "the kernel differs from the fallback", tol)
+        _compare_one(ctx, op, sample, case, tol)
         batched += _check_batched(ctx, op, sample, tol)
-    ctx.info.update(device_type=device_type, samples=len(ctx.samples), batched_samples=batched)
+        for layout, variant in layout_variants(sample) if layouts else []:
+            if _compare_layout(ctx, op, variant, case, tol):
+                variants += 1
+                _check_batched(ctx, op, sample, tol, layout)
+    ctx.info.update(
+        device_type=device_type,
+        samples=len(ctx.samples),
+        batched_samples=batched,
+        layout_variants=variants,
+    )
 
 
-def run_kernel(ctx: CheckContext, *, exact: bool = False, triton_interpreter: bool = False) -> None:
+def run_kernel(
+    ctx: CheckContext,
+    *,
+    exact: bool = False,
+    triton_interpreter: bool = False,
+    layouts: bool = True,
+) -> None:
     """The body of the kernel check (see :func:`check_kernel`)."""
     op = _kernel_op(ctx)
     device_type = ctx.device.type
@@ -87,7 +143,7 @@ def run_kernel(ctx: CheckContext, *, exact: bool = False, triton_interpreter: bo
     try:
         context = triton_device("cpu", [op]) if use_interpreter else nullcontext()
         with context:
-            _compare_all(ctx, op, tol, device_type)
+            _compare_all(ctx, op, tol, device_type, layouts)
     except TritonUnavailable as exc:
         raise Skip(str(exc)) from exc
     ctx.info["kernel"] = "triton" if triton_info(op) is not None else "registered kernel"
@@ -101,6 +157,7 @@ def check_kernel(
     device: str | torch.device | None = None,
     exact: bool = False,
     triton_interpreter: bool = False,
+    layouts: bool = True,
     tolerance: ToleranceSpec = None,
 ) -> CheckResult:
     """Check the op's kernel for ``device``'s type against its fallback, on every sample.
@@ -108,9 +165,13 @@ def check_kernel(
     Skipped when no kernel is registered for the device type. With ``triton_interpreter`` and
     a CPU device, an opreg-kernels Triton op gets a CPU kernel run by Triton's interpreter for
     the duration of the check. ``exact`` demands bitwise equality (random bits);
-    integer outputs are always compared exactly. Raises :class:`CheckFailure`.
+    integer outputs are always compared exactly. With ``layouts``, every sample's transposed,
+    strided and offset variants are compared too. Raises :class:`CheckFailure`.
     """
     ctx = prepare("kernel", op, samples, device, tolerance)
     return run_public(
-        ctx, lambda c: run_kernel(c, exact=exact, triton_interpreter=triton_interpreter)
+        ctx,
+        lambda c: run_kernel(
+            c, exact=exact, triton_interpreter=triton_interpreter, layouts=layouts
+        ),
     )
