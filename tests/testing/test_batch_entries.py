@@ -43,7 +43,8 @@ def by_sum(x: Tensor) -> Tensor:
 
 
 def by_norm(x: Tensor) -> Tensor:
-    return x / torch.linalg.vector_norm(x)
+    norm: Tensor = torch.linalg.vector_norm(x)
+    return x / norm
 
 
 def sort_all(x: Tensor) -> Tensor:
