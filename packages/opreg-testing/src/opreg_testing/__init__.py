@@ -16,33 +16,111 @@ mismatch, and returns a :class:`CheckResult` otherwise):
 (:mod:`opreg_testing.plugin`) and the ``opreg check`` command build on these.
 """
 
-from opreg_core import SampleInput
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
-from .checks import (
-    ALL_CHECKS,
-    OPCHECK_UTILS,
-    check_autograd,
-    check_compile,
-    check_fake,
-    check_kernel,
-    check_opcheck,
-    check_vmap,
-)
-from .compare import EXACT, TOLERANCES, Mismatch, Tolerance, compare, tolerance_for
-from .devices import TRITON_CPU, available_devices
-from .errors import CheckFailure, NoSamplesError, OpCheckFailed, SampleInputsError
-from .interpreter import (
-    INTERPRET_ENV,
-    TritonDevice,
-    TritonUnavailable,
-    enable_interpreter,
-    interpreter_enabled,
-    triton_device,
-)
-from .namespace import OpNamespace, fresh_namespace
-from .report import CheckResult, OpReport, Status
-from .runner import check_op
-from .selection import ops_in, parametrize_ops
+if TYPE_CHECKING:
+    from opreg_core import SampleInput
+
+    from .checks import (
+        ALL_CHECKS,
+        OPCHECK_UTILS,
+        check_autograd,
+        check_compile,
+        check_fake,
+        check_kernel,
+        check_opcheck,
+        check_vmap,
+    )
+    from .compare import EXACT, TOLERANCES, Mismatch, Tolerance, compare, tolerance_for
+    from .devices import TRITON_CPU, available_devices
+    from .errors import CheckFailure, NoSamplesError, OpCheckFailed, SampleInputsError
+    from .interpreter import (
+        INTERPRET_ENV,
+        TritonDevice,
+        TritonUnavailable,
+        enable_interpreter,
+        interpreter_enabled,
+        triton_device,
+    )
+    from .namespace import OpNamespace, fresh_namespace
+    from .report import CheckResult, OpReport, Status
+    from .runner import check_op
+    from .selection import ops_in, parametrize_ops
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public names on first use (PEP 562).
+
+    ``import opreg_testing`` (which the pytest plugin's entry point triggers in every pytest
+    run of the environment) must not import torch: each public name is imported from its
+    module when first asked for, then cached in the package.
+    """
+    import importlib
+
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """The package's module type: a public name beats a submodule of the same name.
+
+    Importing ``opreg_testing.compare`` (the module) sets the package attribute ``compare``;
+    the package exports the function ``compare`` under that name, as it did when it imported
+    everything eagerly.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+#: Where each public name lives (keep in step with the imports above and ``__all__``).
+_EXPORTS: dict[str, str] = {
+    "SampleInput": "opreg_core",
+    "ALL_CHECKS": ".checks",
+    "OPCHECK_UTILS": ".checks",
+    "check_autograd": ".checks",
+    "check_compile": ".checks",
+    "check_fake": ".checks",
+    "check_kernel": ".checks",
+    "check_opcheck": ".checks",
+    "check_vmap": ".checks",
+    "EXACT": ".compare",
+    "TOLERANCES": ".compare",
+    "Mismatch": ".compare",
+    "Tolerance": ".compare",
+    "compare": ".compare",
+    "tolerance_for": ".compare",
+    "TRITON_CPU": ".devices",
+    "available_devices": ".devices",
+    "CheckFailure": ".errors",
+    "NoSamplesError": ".errors",
+    "OpCheckFailed": ".errors",
+    "SampleInputsError": ".errors",
+    "INTERPRET_ENV": ".interpreter",
+    "TritonDevice": ".interpreter",
+    "TritonUnavailable": ".interpreter",
+    "enable_interpreter": ".interpreter",
+    "interpreter_enabled": ".interpreter",
+    "triton_device": ".interpreter",
+    "OpNamespace": ".namespace",
+    "fresh_namespace": ".namespace",
+    "CheckResult": ".report",
+    "OpReport": ".report",
+    "Status": ".report",
+    "check_op": ".runner",
+    "ops_in": ".selection",
+    "parametrize_ops": ".selection",
+}
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """The ``opreg`` command: ``opreg check MODULE`` runs the checks on every op a module registers.
 
-Exit status: 0 when no check failed, 1 when one did, 2 for bad usage (unknown option or
-check, a module that cannot be imported or registers no op).
+Exit status: 0 when every op was checked and no check failed; 1 when a check failed or an op
+was not checked at all; 2 for bad usage, reported in one line (see ``EXIT_STATUS``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,36 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 _INTERPRET_HELP = (
-    "run Triton kernels on CPU through Triton's interpreter (TRITON_INTERPRET=1, set before "
-    "the modules are imported). auto (default): when Triton is installed and no CUDA device "
-    "is present"
+    "set TRITON_INTERPRET=1 before the modules are imported, so that Triton kernels can run "
+    "on CPU through Triton's interpreter (device triton-cpu). auto (default): when Triton is "
+    "installed and no CUDA device is present, or when --device triton-cpu is asked for"
 )
+
+_DEVICE_HELP = (
+    "cpu, cuda, cuda:N or triton-cpu (comma-separated or repeated). cpu runs each op as "
+    "registered for the CPU (the PyTorch fallback of a Triton op); triton-cpu runs every "
+    "check on the CPU with each Triton op's Triton kernel, through Triton's interpreter. "
+    "Default: cpu, cuda if present, and triton-cpu when the interpreter is on and an op "
+    "has a Triton kernel. A device that is not present is a usage error"
+)
+
+_MODULE_HELP = (
+    "a dotted module name (opreg_kernels; the current folder is on the import path) or the "
+    "path of a .py file or package folder (src/mymod.py: the folder above its packages goes "
+    "on the import path)"
+)
+
+#: The exit statuses, as ``opreg check --help`` lists them.
+EXIT_STATUS = """exit status:
+  0  every op was checked and no check failed
+  1  a check failed, or an op was not checked at all: it has no sample_inputs or every
+     check skipped (--allow-unchecked accepts that)
+  2  usage error, one line on stderr: bad option, unknown check or device, a device that
+     is not present, a module that cannot be imported or that registers no op"""
 
 
 class UsageError(Exception):
@@ -29,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .checks import ALL_CHECKS
 
-    parser = argparse.ArgumentParser(prog="opreg", description="Tools for opreg operators.")
+    parser = argparse.ArgumentParser(
+        prog="opreg",
+        description="Tools for opreg operators.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"opreg-testing {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     check = commands.add_parser(
@@ -37,17 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the consistency checks on every opreg op a module registers",
         description="Import MODULE(s), find every opreg op they register and run the checks "
         "on each (samples come from the ops' sample_inputs). Prints a table op x check; "
-        "exits 1 if a check failed.",
+        "exits 1 if a check failed or an op was not checked at all.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    check.add_argument("modules", nargs="+", metavar="MODULE", help=_MODULE_HELP)
     check.add_argument(
-        "modules", nargs="+", metavar="MODULE", help="dotted module name, e.g. opreg_kernels"
-    )
-    check.add_argument(
-        "--device",
-        action="append",
-        dest="devices",
-        metavar="DEVICE",
-        help="cpu, cuda, cuda:N (comma-separated or repeated; default: cpu, and cuda if present)",
+        "--device", action="append", dest="devices", metavar="DEVICE", help=_DEVICE_HELP
     )
     check.add_argument(
         "--checks",
@@ -69,15 +93,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--triton-interpret", choices=("auto", "on", "off"), default="auto", help=_INTERPRET_HELP
     )
+    check.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        help="do not fail for ops that nothing checked (no sample_inputs, or every check "
+        "skipped); they are still listed",
+    )
     check.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
-def _setup_interpreter(mode: str) -> None:
+def _setup_interpreter(mode: str, devices: Sequence[str] | None) -> None:
     """Set ``TRITON_INTERPRET=1`` when asked; must run before anything imports Triton."""
+    from .devices import TRITON_CPU
     from .interpreter import enable_interpreter, triton_installed
 
-    if mode == "on":
+    wants_triton_cpu = devices is not None and TRITON_CPU in devices
+    if mode == "off" and wants_triton_cpu:
+        raise UsageError(
+            f"--device {TRITON_CPU} runs Triton's interpreter: drop --triton-interpret off"
+        )
+    if mode == "on" or (mode == "auto" and wants_triton_cpu):
         enable_interpreter()
     elif mode == "auto" and triton_installed():
         import torch
@@ -86,17 +122,51 @@ def _setup_interpreter(mode: str) -> None:
             enable_interpreter()
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def module_name(arg: str) -> str:
+    """The module to import for a MODULE argument: a dotted name as given, or a file path's.
+
+    A path (ending in ``.py`` or holding a path separator) names a module file or a package
+    folder; the folder above its outermost package goes to the front of ``sys.path``.
+    """
+    if not (arg.endswith(".py") or "/" in arg or os.sep in arg):
+        return arg
+    path = Path(arg)
+    if not path.exists():
+        raise UsageError(f"no such file or folder: {arg!r} (MODULE is a module name or a path)")
+    path = path.resolve()
+    if path.is_dir():
+        if not (path / "__init__.py").is_file():
+            raise UsageError(f"{arg!r} is a folder without __init__.py, not a package")
+        parts, folder = [path.name], path.parent
+    elif path.suffix == ".py":
+        parts, folder = ([] if path.name == "__init__.py" else [path.stem]), path.parent
+    else:
+        raise UsageError(f"{arg!r} is not a Python file (.py) or a package folder")
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return ".".join(parts)
+
+
 def _import_ops(modules: Sequence[str], keyword: str | None) -> list[Any]:
     from .selection import ops_in
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current project
     ops: list[Any] = []
-    for name in modules:
+    for arg in modules:
+        name = module_name(arg)
         try:
             found = ops_in(name)
-        except ImportError as exc:
-            raise UsageError(f"cannot import module {name!r}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # the module's own error, at import: one line, no traceback
+            raise UsageError(f"importing {name!r} failed: {_first_line(exc)}") from None
         if not found:
             raise UsageError(f"module {name!r} registered no opreg op")
         ops.extend(op for op in found if op not in ops)
@@ -128,7 +198,7 @@ class Progress:
             )
 
 
-def _unchecked(op: str, device: str, checks: Sequence[str], error: Exception) -> Any:
+def _without_samples(op: str, device: str, checks: Sequence[str], error: Exception) -> Any:
     """The report of an op whose samples could not be had: skipped (none) or failed (error)."""
     from .errors import CheckFailure, NoSamplesError
     from .report import CheckResult, OpReport
@@ -146,21 +216,44 @@ def _unchecked(op: str, device: str, checks: Sequence[str], error: Exception) ->
     return report
 
 
+def _default_devices(ops: Sequence[Any]) -> tuple[str, ...]:
+    """cpu, cuda if present, triton-cpu if the interpreter is on and an op has a Triton kernel."""
+    from .devices import TRITON_CPU, available_devices
+    from .interpreter import interpreter_enabled, kernels_installed, triton_info
+
+    devices = available_devices()
+    if (
+        interpreter_enabled()
+        and kernels_installed()
+        and any(triton_info(op) is not None for op in ops)
+    ):
+        devices = (*devices, TRITON_CPU)
+    return devices
+
+
 def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], list[Any]]:
     """Validate the options, set up Triton's interpreter, import the ops: checks, devices, ops."""
+    from .devices import device_problem, parse_devices
+
+    try:
+        devices = parse_devices(args.devices) if args.devices else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    _setup_interpreter(args.triton_interpret, devices)  # before anything imports Triton
     from .checks.compile import check_backend
-    from .devices import available_devices, parse_devices
     from .runner import select_checks
 
     try:
         checks = select_checks(args.checks)
-        devices = parse_devices(args.devices) if args.devices else available_devices()
         check_backend(args.compile_backend)
     except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    if "triton-cpu" in devices:
-        raise UsageError("use --device cpu (Triton runs on CPU through --triton-interpret)")
-    return checks, devices, _import_ops(args.modules, args.keyword)
+        raise UsageError(str(exc)) from None
+    for device in devices or ():
+        problem = device_problem(device)
+        if problem is not None:
+            raise UsageError(problem)
+    ops = _import_ops(args.modules, args.keyword)
+    return checks, devices or _default_devices(ops), ops
 
 
 def _check_all(
@@ -168,14 +261,9 @@ def _check_all(
 ) -> list[Any]:
     """Every op on every device; an op without samples gets skipped (or failed) checks."""
     from .errors import NoSamplesError, SampleInputsError
-    from .interpreter import interpreter_enabled
     from .runner import check_op
 
-    options = {
-        "compile": {"backend": args.compile_backend},
-        "kernel": {"triton_interpreter": interpreter_enabled()},
-    }
-    options = {k: v for k, v in options.items() if k in checks}
+    options = {"compile": {"backend": args.compile_backend}} if "compile" in checks else {}
     progress = Progress(len(ops) * len(devices) * len(checks), None if args.quiet else sys.stderr)
     reports = []
     for device in devices:
@@ -185,30 +273,54 @@ def _check_all(
                     op, checks=checks, device=device, options=options, progress=progress
                 )
             except (NoSamplesError, SampleInputsError) as exc:
-                report = _unchecked(op.qualname, device, checks, exc)
+                report = _without_samples(op.qualname, device, checks, exc)
                 for result in report.results:
                     progress(result)
             reports.append(report)
     return reports
 
 
+def _not_checked(reports: Sequence[Any], ops: Sequence[Any]) -> list[dict[str, str]]:
+    """The reports of ops nothing checked (no failure, no pass), each with the message."""
+    from .errors import unchecked_message
+
+    without_samples = {op.qualname for op in ops if op.sample_inputs is None}
+    return [
+        {
+            "op": r.op,
+            "device": r.device,
+            "message": unchecked_message(
+                f"{r.op} [{r.device}]", has_samples=r.op not in without_samples
+            ),
+        }
+        for r in reports
+        if r.ok and not r.checked
+    ]
+
+
 def _run(args: argparse.Namespace) -> int:
-    _setup_interpreter(args.triton_interpret)  # first: nothing may have imported Triton yet
     from .table import counts, render_details, render_table, summary_line
 
     checks, devices, ops = _plan(args)
     start = time.perf_counter()
     reports = _check_all(args, checks, devices, ops)
     elapsed = time.perf_counter() - start
+    unchecked = _not_checked(reports, ops)
+    failed = any(not r.ok for r in reports) or (unchecked and not args.allow_unchecked)
     if args.json:
-        _print_json(args, checks, devices, reports, counts(reports), elapsed)
+        totals = counts(reports)
+        _print_json(args, checks, devices, reports, totals, unchecked, not failed, elapsed)
     else:
         print(render_table(reports, checks))
         details = render_details(reports)
         if details:
             print("\n" + details)
+        if unchecked:
+            verdict = "accepted by --allow-unchecked" if args.allow_unchecked else "a failure"
+            lines = "\n".join(f"  {u['message']}" for u in unchecked)
+            print(f"\nNot checked ({verdict}):\n{lines}")
         print(f"\n{summary_line(reports)} in {elapsed:.1f}s")
-    return 1 if any(not r.ok for r in reports) else 0
+    return 1 if failed else 0
 
 
 def _print_json(
@@ -217,6 +329,8 @@ def _print_json(
     devices: Sequence[str],
     reports: Sequence[Any],
     totals: dict[str, int],
+    unchecked: list[dict[str, str]],
+    ok: bool,
     elapsed: float,
 ) -> None:
     import torch
@@ -231,8 +345,10 @@ def _print_json(
         "devices": list(devices),
         "checks": list(checks),
         "triton_interpreter": interpreter_enabled(),
-        "ok": totals["failed"] == 0,
+        "allow_unchecked": args.allow_unchecked,
+        "ok": ok,
         "counts": totals,
+        "unchecked": unchecked,
         "duration_s": round(elapsed, 3),
         "reports": [r.to_dict() for r in reports],
     }
@@ -240,7 +356,7 @@ def _print_json(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``opreg`` console script; returns the exit status."""
+    """Entry point of the ``opreg`` console script; returns the exit status (see --help)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -47,6 +47,38 @@ def parse_devices(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def device_problem(name: str) -> str | None:
+    """Why the device ``name`` (a :func:`parse_devices` name) cannot be used here, or None.
+
+    A CUDA device must be present; ``triton-cpu`` needs Triton and opreg-kernels; another
+    device type is asked ``torch.<type>.is_available()`` where torch has that.
+    """
+    if name == TRITON_CPU:
+        from .interpreter import kernels_installed, triton_installed
+
+        if not triton_installed():
+            return f"device {TRITON_CPU!r} needs Triton, which is not installed"
+        if not kernels_installed():
+            return (
+                f"device {TRITON_CPU!r} needs opreg-kernels, which is not installed "
+                "(pip install 'opreg-testing[kernels]')"
+            )
+        return None
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = cuda_device_count()
+        if count == 0:
+            return f"device {name!r} is not present: no CUDA device here"
+        if (device.index or 0) >= count:
+            return f"device {name!r} is not present: {count} CUDA device(s) here"
+        return None
+    backend = getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if callable(is_available) and not is_available():
+        return f"device {name!r} is not present: torch.{device.type}.is_available() is False"
+    return None
+
+
 def torch_device(name: str) -> torch.device:
     """The torch device of a device name (``triton-cpu`` runs on the CPU)."""
     return torch.device("cpu" if name == TRITON_CPU else name)

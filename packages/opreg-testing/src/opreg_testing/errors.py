@@ -61,6 +61,23 @@ class OpCheckFailed(AssertionError):
         super().__init__("\n\n".join(str(f) for f in failures))
 
 
+#: The smallest ``sample_inputs`` hook, quoted by the messages about ops nothing checked.
+SAMPLE_INPUTS_EXAMPLE = (
+    "sample_inputs=lambda device: [SampleInput((torch.randn(3, device=device),))]"
+)
+
+
+def unchecked_message(op: str, *, has_samples: bool) -> str:
+    """Why nothing was checked on ``op`` and how to give it samples the checks can use."""
+    if has_samples:
+        why = f"nothing was checked on {op}: every check skipped"
+        fix = "give it sample_inputs with arguments the checks can use"
+    else:
+        why = f"nothing was checked on {op}: it has no sample_inputs"
+        fix = "register it with sample_inputs"
+    return f"{why}; {fix}, e.g. {SAMPLE_INPUTS_EXAMPLE} (SampleInput from opreg_core)"
+
+
 class NoSamplesError(ValueError):
     """The op carries no ``sample_inputs`` and no samples were passed."""
 

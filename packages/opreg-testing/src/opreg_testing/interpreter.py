@@ -33,14 +33,24 @@ class TritonUnavailable(RuntimeError):
     """Triton (or opreg-kernels, for Triton ops) is not installed or cannot run here."""
 
 
-def triton_installed() -> bool:
-    """Whether the ``triton`` package can be found (without importing it)."""
-    if "triton" in sys.modules:
-        return sys.modules["triton"] is not None  # None: imports of it are blocked
+def _installed(package: str) -> bool:
+    """Whether ``package`` can be found (without importing it)."""
+    if package in sys.modules:
+        return sys.modules[package] is not None  # None: imports of it are blocked
     try:
-        return importlib.util.find_spec("triton") is not None
+        return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         return False
+
+
+def triton_installed() -> bool:
+    """Whether the ``triton`` package can be found (without importing it)."""
+    return _installed("triton")
+
+
+def kernels_installed() -> bool:
+    """Whether opreg-kernels can be found (without importing it)."""
+    return _installed("opreg_kernels")
 
 
 def interpreter_enabled() -> bool:

@@ -66,6 +66,15 @@ class OpReport:
         return not any(r.failed for r in self.results)
 
     @property
+    def checked(self) -> bool:
+        """At least one check passed: the op was really checked, not only skipped.
+
+        A report whose checks all skipped (no samples, or none a check could use) is ``ok``
+        but not ``checked``; ``opreg check`` counts it as a failure unless told otherwise.
+        """
+        return any(r.passed for r in self.results)
+
+    @property
     def failures(self) -> list[CheckFailure]:
         return [r.failure for r in self.results if r.failure is not None]
 
@@ -106,5 +115,6 @@ class OpReport:
             "op": self.op,
             "device": self.device,
             "ok": self.ok,
+            "checked": self.checked,
             "results": [r.to_dict() for r in self.results],
         }

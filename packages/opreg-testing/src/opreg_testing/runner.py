@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -12,6 +13,8 @@ import torch
 from .checks import ALL_CHECKS, CHECKS
 from .checks._common import CheckContext, execute, sample_device
 from .compare import ToleranceSpec, check_tolerance_spec
+from .devices import TRITON_CPU
+from .interpreter import triton_device
 from .report import CheckResult, OpReport
 from .samples import SamplesArg, as_device, gather_samples
 from .target import OpLike, resolve
@@ -75,7 +78,10 @@ def check_op(
 
     ``samples`` default to the op's ``sample_inputs(device)``. Failures do not stop the run:
     they are recorded in the report (``report.raise_for_failures()`` raises them), as are
-    skipped checks with their reason. ``options`` passes keyword options to single checks,
+    skipped checks with their reason; ``report.checked`` says whether any check passed.
+    ``device="triton-cpu"`` runs on the CPU with every Triton op's Triton kernel serving it,
+    through Triton's interpreter, in every check (``TritonUnavailable`` without Triton or
+    opreg-kernels). ``options`` passes keyword options to single checks,
     e.g. ``{"compile": {"backend": "aot_eager"}, "vmap": {"nested": False}}``.
     Bad arguments raise ``TypeError``/``ValueError``; an op without samples raises
     :class:`NoSamplesError`.
@@ -84,14 +90,19 @@ def check_op(
     opts = _check_options(options)
     tol = check_tolerance_spec(tolerance)
     target = resolve(op)
-    dev = as_device(device)
+    triton_cpu = isinstance(device, str) and device.strip().lower() == TRITON_CPU
+    dev = torch.device("cpu") if triton_cpu else as_device(device)
     gathered = gather_samples(target, samples, dev)
     where = dev or sample_device(gathered)
-    report = OpReport(target.name, str(where))
-    for name in names:
-        ctx = CheckContext(name, target, gathered, where, tol)
-        result = execute(ctx, functools.partial(CHECKS[name], **opts.get(name, {})))
-        report.results.append(result)
-        if progress is not None:
-            progress(result)
+    report = OpReport(target.name, TRITON_CPU if triton_cpu else str(where))
+    # triton-cpu: every Triton op serves the CPU with its Triton kernel (Triton's interpreter)
+    # for every check, exactly like the plugin's opreg_triton_cpu fixture.
+    serving: AbstractContextManager[Any] = triton_device("cpu") if triton_cpu else nullcontext()
+    with serving:
+        for name in names:
+            ctx = CheckContext(name, target, gathered, where, tol)
+            result = execute(ctx, functools.partial(CHECKS[name], **opts.get(name, {})))
+            report.results.append(result)
+            if progress is not None:
+                progress(result)
     return report

@@ -34,9 +34,13 @@ def parametrize_ops(*modules: str | ModuleType, argname: str = "op") -> pytest.M
     """``@pytest.mark.parametrize(argname, ops)`` over the ops of ``modules``, ids = op names.
 
     A module that registers no op is an error (``ValueError``), so a typo cannot silently
-    turn a test into no test.
+    turn a test into no test. An op without ``sample_inputs`` gets the ``opreg_unchecked``
+    marker: with the plugin its test fails saying how to add them (or skips, with the ini
+    key ``opreg_unchecked = skip``), since nothing can check it.
     """
     import pytest
+
+    from .errors import unchecked_message
 
     if not modules:
         raise TypeError("parametrize_ops needs at least one module")
@@ -46,4 +50,14 @@ def parametrize_ops(*modules: str | ModuleType, argname: str = "op") -> pytest.M
         if not found:
             raise ValueError(f"module {_module_name(module)!r} registered no opreg op")
         ops.extend(op for op in found if op not in ops)
-    return pytest.mark.parametrize(argname, ops, ids=[op.qualname for op in ops])
+    params = [
+        pytest.param(
+            op,
+            id=op.qualname,
+            marks=()
+            if op.sample_inputs is not None
+            else pytest.mark.opreg_unchecked(unchecked_message(op.qualname, has_samples=False)),
+        )
+        for op in ops
+    ]
+    return pytest.mark.parametrize(argname, params)

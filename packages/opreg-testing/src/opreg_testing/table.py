@@ -76,6 +76,9 @@ def counts(reports: Sequence[OpReport]) -> dict[str, int]:
 
 
 def summary_line(reports: Sequence[OpReport]) -> str:
+    """``3 passed, 1 failed, 2 skipped (3 ops, 1 not checked)``."""
     c = counts(reports)
     ops = len({r.op for r in reports})
-    return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped ({ops} ops)"
+    unchecked = sum(1 for r in reports if r.ok and not r.checked)
+    note = f", {unchecked} not checked" if unchecked else ""
+    return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped ({ops} ops{note})"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,12 @@ from ..target import OpLike, Target, resolve
 
 #: Lines of an unexpected exception's message kept in a failure message.
 _MAX_ERROR_LINES = 8
+
+#: Deprecation warnings that torch raises about itself (e.g. ``torch.jit.script_method``
+#: while Inductor imports) are not the op's business: the checks silence them, so that a
+#: suite run with ``-W error::DeprecationWarning`` tests the op, not torch's internals.
+_TORCH_DEPRECATIONS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+_TORCH_MODULE = r"torch(\.|$)"  # torch and its submodules, not e.g. torchvision
 
 
 class Skip(Exception):
@@ -143,11 +150,24 @@ def prepare(
     )
 
 
+@contextmanager
+def torch_deprecations_ignored() -> Iterator[None]:
+    """Ignore deprecation warnings attributed to torch's own modules, for the block only."""
+    with warnings.catch_warnings():
+        for category in _TORCH_DEPRECATIONS:
+            warnings.filterwarnings("ignore", category=category, module=_TORCH_MODULE)
+        yield
+
+
 def execute(ctx: CheckContext, body: Body) -> CheckResult:
-    """Run ``body`` and time it: passed, skipped (``Skip``) or failed (``CheckFailure``)."""
+    """Run ``body`` and time it: passed, skipped (``Skip``) or failed (``CheckFailure``).
+
+    Torch's deprecation warnings about itself are ignored while the body runs (only then).
+    """
     start = time.perf_counter()
     try:
-        body(ctx)
+        with torch_deprecations_ignored():
+            body(ctx)
     except Skip as skip:
         return CheckResult(
             ctx.check, ctx.name, "skipped", time.perf_counter() - start, str(skip), ctx.info
