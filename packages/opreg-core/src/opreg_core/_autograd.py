@@ -138,16 +138,16 @@ def _flat_input_name(names: Sequence[str], spec: tuple[int, ...], index: int) ->
     return f"input {index}"
 
 
-def reduce_grad(
+def check_grad_shape(
     qualname: str,
     names: Sequence[str],
     spec: tuple[int, ...],
     index: int,
     grad: torch.Tensor,
     shape: Sequence[int],
-) -> torch.Tensor:
-    """``grad`` summed to its input's ``shape`` over the broadcast dims (leading extra dims and
-    dims where the input has size 1), as autograd does; an irreducible shape is an error."""
+) -> None:
+    """Raise unless autograd can sum ``grad`` (for flat input ``index``) to the input's
+    ``shape``: over leading extra dims and dims where the input has size 1."""
     if not _is_expandable(shape, grad.shape):
         raise RuntimeError(
             f"opreg: {qualname}: backward returned a gradient of shape {tuple(grad.shape)} for "
@@ -155,7 +155,6 @@ def reduce_grad(
             "gradient must have its input's shape or a shape the input broadcasts to (it is "
             "then summed over the broadcast dims)"
         )
-    return grad.sum_to_size(shape)
 
 
 def non_differentiable_backward(qualname: str) -> Backward:
@@ -196,12 +195,13 @@ def make_autograd_kernel(
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         spec = inputs[0]
         ctx.opreg_spec = spec
-        # The shape of each flat input that needs a gradient (None for the others): backward
-        # sums a broadcast-shaped gradient to it. The derived batched backward reads it too.
-        ctx.opreg_shapes = tuple(
-            x.shape if need else None
-            for x, need in zip(inputs[1:], ctx.needs_input_grad[1:], strict=True)
-        )
+        # The shape of each input that needs a gradient, None for the others (entry 0 is the
+        # spec's): backward checks a gradient of another shape against it (autograd then sums
+        # it), the derived batched backward sums per sample to it. One list comprehension:
+        # this runs on every call that records.
+        ctx.opreg_shapes = [
+            x.shape if need else None for x, need in zip(inputs, ctx.needs_input_grad, strict=True)
+        ]
         # One flag per declared input (a list input needs a gradient if any element does).
         ctx.needs_input_grad = tuple(
             any(n) if isinstance(n, list) else n
@@ -223,9 +223,9 @@ def make_autograd_kernel(
                 "pass setup_context=... to save what backward needs."
             ) from exc
         flat = flatten_grads(spec, _normalize_grads(qualname, grads_in, count))
-        for i, (g, shape) in enumerate(zip(flat, ctx.opreg_shapes, strict=False)):
+        for i, (g, shape) in enumerate(zip(flat, ctx.opreg_shapes[1:], strict=False)):
             if shape is not None and isinstance(g, tensor) and g.shape != shape:
-                flat[i] = reduce_grad(qualname, names, spec, i, g, shape)
+                check_grad_shape(qualname, names, spec, i, g, shape)  # autograd sums it
         return (None, *flat)
 
     function = type(
@@ -312,7 +312,7 @@ def derive_batched_backward(
         output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
         # Per-sample shapes of the flat inputs that need a gradient (batch at dim 0), set by
         # the batched op's autograd kernel (make_autograd_kernel's setup).
-        sample_shapes = [None if s is None else s[1:] for s in ctx.opreg_shapes]
+        sample_shapes = [None if s is None else s[1:] for s in ctx.opreg_shapes[1:]]
         # vmap cannot return None: keep the tensors, remember where they were.
         present: list[bool] = []
 
@@ -324,7 +324,8 @@ def derive_batched_backward(
             flat = flatten_grads(spec, result)
             for i, (g, shape) in enumerate(zip(flat, sample_shapes, strict=False)):
                 if shape is not None and isinstance(g, torch.Tensor) and g.shape != shape:
-                    flat[i] = reduce_grad(qualname, names, spec, i, g, shape)
+                    check_grad_shape(qualname, names, spec, i, g, shape)
+                    flat[i] = g.sum_to_size(shape)
             present[:] = [isinstance(r, torch.Tensor) for r in flat]
             return tuple(r for r in flat if isinstance(r, torch.Tensor))
 
