@@ -102,7 +102,7 @@ BAD: list[tuple[str, Callable[..., Any], dict[str, Any], type[Exception], str]] 
         _f,
         {"fake_fn": _fake, "name": "ns_ok::f.out"},
         ValueError,
-        "must start with a letter",
+        "must not name an overload",
     ),
     (
         "unannotated parameter",
