@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from opreg_testing import CheckFailure, SampleInput, check_vmap
+from opreg_testing import CheckFailure, SampleInput, check_op, check_vmap
 from opreg_testing.checks._batching import VmapCase, batch_entries, entry, vmap_cases
 
 Register = Callable[..., Any]  # the ``register`` fixture (conftest.py)
@@ -296,3 +296,12 @@ def test_unknown_batch_entries_is_a_usage_error(register: Register) -> None:
     op = one_arg_op(register, centre, centre)
     with pytest.raises(ValueError, match="batch_entries must be one of"):
         check_vmap(op, MATRIX, batch_entries="shuffle")
+
+
+def test_check_op_passes_the_options_to_the_vmap_check(register: Register) -> None:
+    op = one_arg_op(register, normalized, normalized)
+    p = [SampleInput((torch.tensor([0.1, 0.2, 0.3, 0.4]),))]
+    assert check_op(op, p, checks="vmap").results[0].status == "failed"
+    options = {"vmap": {"batch_entries": "permute", "layouts": False}}
+    result = check_op(op, p, checks="vmap", options=options).results[0]
+    assert result.status == "passed" and result.info["batch_entries"] == {"permute": 1}

@@ -23,8 +23,10 @@ rule would mix (mean, sum, norm, extremes, order), while staying in the sample's
 - ``"auto"`` (the checks' default): ``"samples"`` for a sample that has partners of the same
   signature, ``"variants"`` otherwise. So an op author whose domain is special (values tied
   to each other, bounds away from 0, ...) takes over by giving two or more samples of the same
-  shapes with valid values; or passes ``batch_entries="permute"``/``"samples"`` to the check
-  (``check_vmap(op, batch_entries=...)``, ``options={"vmap": {"batch_entries": ...}}``).
+  shapes with valid values; or passes ``batch_entries="permute"``/``"samples"`` to the vmap
+  check (``check_vmap(op, batch_entries=...)``, ``options={"vmap": {"batch_entries": ...}}``).
+  The other checks that build batches (the fake check's ``vmap(op)``, the kernel check's
+  batched kernel) always use ``"auto"``, so same-signature samples cover every check.
 
 Everything is deterministic: an entry's values depend only on the sample, the argument's
 position and the entry's indices.

@@ -25,7 +25,7 @@ from ..layouts import layout_variants, rejects
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._batching import batched_sample, vmap_cases, vmapped
+from ._batching import batch_entries, batched_sample, vmap_cases, vmapped
 from ._common import CheckContext, prepare, run_public
 
 
@@ -141,7 +141,8 @@ def run_fake(ctx: CheckContext, *, dynamic: bool = True, layouts: bool = True) -
             _check_one(ctx, op, "the op", sample, sample, None, dyn)
         if layouts:
             _check_layouts(ctx, sample, modes)
-        cases = [c for c in vmap_cases(sample, nested=False)][:1] if batched else []
+        entries = batch_entries(sample, ctx.samples, "auto")
+        cases = vmap_cases(sample, nested=False, entries=entries)[:1] if batched else []
         for case in cases:
             b = batched_sample(sample, case)
             fn = vmapped(op, case, b.kwargs, "error")

@@ -29,7 +29,7 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._batching import batched_sample, vmap_cases
+from ._batching import batch_entries, batched_sample, vmap_cases
 from ._common import CheckContext, Skip, prepare, run_public
 
 
@@ -50,7 +50,8 @@ def _check_batched(
     batched_op, vmap_fn = op.batched_overload, op.vmap_fn
     if batched_op is None or vmap_fn is None or ctx.target.mutated_args:
         return False
-    cases = vmap_cases(sample, nested=False)[:1]
+    entries = batch_entries(sample, ctx.samples, "auto")
+    cases = vmap_cases(sample, nested=False, entries=entries)[:1]
     if not cases:
         return False
     # in_dims 0 on every tensor argument: what vmap_fn receives (batch at dim 0 everywhere).
@@ -136,7 +137,15 @@ def run_kernel(
     )
     if not use_interpreter and device_type not in op.kernel_device_types:
         others = ", ".join(sorted(op.kernel_device_types)) or "none"
-        raise Skip(f"no kernel registered for device type {device_type!r} (kernels: {others})")
+        hint = ""
+        if device_type == "cpu" and triton_info(op) is not None:
+            hint = (
+                "; its Triton kernel runs on CPU on the device triton-cpu "
+                "(--device triton-cpu, or --opreg-device triton-cpu under pytest)"
+            )
+        raise Skip(
+            f"no kernel registered for device type {device_type!r} (kernels: {others}){hint}"
+        )
     kernels = loaded_kernels_module()
     if triton_info(op) is not None and kernels is not None and not kernels.has_triton():
         raise Skip("Triton is not available here, so the Triton kernel would run the fallback")
