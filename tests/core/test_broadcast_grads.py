@@ -185,6 +185,32 @@ def test_composition_matches_plain_pytorch(
         torch.testing.assert_close(got, expected, msg=lambda m, b=batches: f"batches {b}: {m}")
 
 
+@pytest.mark.parametrize("dims", [(None, 0), (0, 0)], ids=["a_shared", "both_batched"])
+@pytest.mark.parametrize("shape_case", list(SHAPES))
+@pytest.mark.parametrize("composition", [c for c, (_, n) in COMPOSITIONS.items() if n > 1])
+def test_levels_past_max_vmap_level_match_plain_pytorch(
+    ns: str, composition: str, shape_case: str, dims: Dims
+) -> None:
+    """Levels past the cap run a per-sample loop over the batched op: the same reduction."""
+    capped = register_vmap_op(
+        _sin_mul,
+        fake_fn=_fake,
+        vmap_fn=_sin_mul_batched,
+        fake_vmap_fn=_fake_batched,
+        max_vmap_level=1,
+        backward=_broadcast_backward,
+        setup_context=_setup,
+        name=f"{ns}::sin_mul_capped",
+    )
+    fn, levels = COMPOSITIONS[composition]
+    for batches in BATCHES[levels]:
+        a, x, w = _inputs(SHAPES[shape_case], batches, dims)
+        expected = fn(_sin_mul, dims, a, x, w)
+        got = fn(capped, dims, a, x, w)
+        torch.testing.assert_close(got, expected, msg=lambda m, b=batches: f"batches {b}: {m}")
+    assert capped.vmap_stats.loop > 0
+
+
 @pytest.mark.parametrize("shape_case", list(SHAPES))
 def test_unbatched_paths_reduce_as_autograd(op: Any, shape_case: str) -> None:
     a_shape, x_shape = SHAPES[shape_case]
