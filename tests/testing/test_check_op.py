@@ -75,7 +75,7 @@ def test_failures_are_recorded_not_raised_until_asked(register: Register) -> Non
 def test_report_is_json_ready(register: Register) -> None:
     op = register(double, fake_fn=lambda x: x.new_empty(1), sample_inputs=samples)
     data = json.loads(json.dumps(check_op(op, checks=["fake", "vmap"]).to_dict()))
-    assert data["ok"] is False
+    assert data["ok"] is False and data["checked"] is True
     fake, vmap = data["results"]
     assert fake["status"] == "failed" and fake["message"].startswith("opreg fake check failed")
     assert vmap["status"] == "passed" and vmap["info"]["batching"] == "PyTorch per-sample fallback"
@@ -117,3 +117,19 @@ def test_bad_arguments_raise(register: Register) -> None:
         check_op(op, options={"compile": {"backnd": "eager"}})
     with pytest.raises(NoSamplesError):
         check_op(register(double, name=op.namespace + "::bare", fake_fn=torch.empty_like))
+
+
+def test_report_says_whether_anything_was_checked(register: Register) -> None:
+    """Issue 10, finding 3: a report of skips only is ok (nothing failed) but not checked."""
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=samples)
+    skipped_only = check_op(op, checks="kernel,autograd")
+    assert skipped_only.ok and not skipped_only.checked
+    assert skipped_only.to_dict()["checked"] is False
+    assert check_op(op, checks="kernel,fake").checked
+
+    def count(n: int) -> Tensor:
+        return torch.arange(n)
+
+    no_tensors = register(count, fake_fn=lambda n: torch.empty(n, dtype=torch.long))
+    report = check_op(no_tensors, [(3,)], checks="vmap,autograd,kernel")
+    assert report.ok and not report.checked

@@ -6,7 +6,9 @@ runs pytest on it, and checks the outcomes and the messages a developer would re
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from typing import Any
 
 import pytest
 import torch
@@ -258,3 +260,115 @@ def test_seed_fixture_is_deterministic_and_restores_the_rng(pytester: pytest.Pyt
     first = seed_line()
     assert seed_line() == first
     assert seed_line("--opreg-seed=7") != first
+
+
+INERT_PROBE = """
+import os
+import sys
+
+
+def test_nothing_imported_nothing_set():
+    assert "torch" not in sys.modules
+    assert "TRITON_INTERPRET" not in os.environ
+"""
+
+
+def test_the_plugin_stays_out_of_a_project_that_does_not_use_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 10, finding 6: no torch import, no TRITON_INTERPRET, no header line."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_unrelated=INERT_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "opreg:" not in result.stdout.str()
+
+
+def test_one_ini_line_turns_the_plugin_on(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``opreg_triton_interpret = auto``: today's start-up (interpreter, header line)."""
+    from opreg_testing.interpreter import triton_installed
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makeini("[pytest]\nopreg_triton_interpret = auto\n")
+    interpreted = triton_installed() and not torch.cuda.is_available()
+    pytester.makepyfile(
+        test_user="import os\n\ndef test_env():\n"
+        f"    assert (os.environ.get('TRITON_INTERPRET') == '1') is {interpreted}\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [f"opreg: devices cpu*; Triton interpreter {'on' if interpreted else 'off'}"]
+    )
+
+
+OPS_MODULE = """
+import torch
+from opreg_core import SampleInput, register_vmap_op
+
+
+def checked(x: torch.Tensor) -> torch.Tensor:
+    return 2 * x
+
+
+def bare(x: torch.Tensor) -> torch.Tensor:
+    return 2 * x
+
+
+register_vmap_op(
+    checked,
+    name="{ns}::checked",
+    fake_fn=torch.empty_like,
+    sample_inputs=lambda device: [SampleInput((torch.randn(3, device=device),))],
+)
+register_vmap_op(bare, name="{ns}::bare", fake_fn=torch.empty_like)
+"""
+
+PARAMETRIZED = """
+from opreg_core import get_op
+from opreg_testing import parametrize_ops
+
+
+@parametrize_ops("{module}")
+def test_op(op, opreg_check):
+    opreg_check(op, "fake")
+
+
+def test_direct(opreg_check):
+    opreg_check(get_op("{ns}::bare"), "fake")
+"""
+
+
+@pytest.mark.parametrize("mode", ["fail", "skip"])
+def test_an_op_without_samples_fails_its_test_unless_the_ini_says_skip(
+    pytester: pytest.Pytester, opreg_namespace: Any, mode: str
+) -> None:
+    """Issue 10, finding 3, for the plugin: parametrize_ops and opreg_check."""
+    ns = opreg_namespace.name
+    module = f"plugin_ops_{ns}_{mode}"
+    pytester.makeini("[pytest]\n" + ("opreg_unchecked = skip\n" if mode == "skip" else ""))
+    pytester.makepyfile(**{module: OPS_MODULE.format(ns=ns)})
+    pytester.makepyfile(test_ops=PARAMETRIZED.format(module=module, ns=ns))
+    pytester.syspathinsert()
+    try:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs", "--strict-markers")
+    finally:
+        sys.modules.pop(module, None)
+    message = (
+        f"nothing was checked on {ns}::bare: it has no sample_inputs; register it with "
+        "sample_inputs, e.g. sample_inputs=lambda device: "
+        "[SampleInput((torch.randn(3, device=device),))] (SampleInput from opreg_core)"
+    )
+    pattern = "".join({"[": "[[]", "]": "[]]"}.get(c, c) for c in message)  # fnmatch-safe
+    if mode == "fail":
+        result.assert_outcomes(passed=1, failed=2)
+        result.stdout.fnmatch_lines(
+            [f"*_ test_op[[]{ns}::bare[]] _*", pattern + " (or set opreg_unchecked = skip*"]
+        )
+        result.stdout.fnmatch_lines(["*_ test_direct _*", pattern + " (or set*"])
+    else:
+        result.assert_outcomes(passed=1, skipped=2)
+        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] * {pattern}"])  # both skips, one line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 
@@ -20,7 +21,7 @@ from opreg_testing import (
     ops_in,
     parametrize_ops,
 )
-from opreg_testing.devices import parse_devices, torch_device
+from opreg_testing.devices import device_problem, parse_devices, torch_device
 
 
 def test_available_devices_start_with_cpu() -> None:
@@ -75,3 +76,36 @@ def test_ops_in_finds_a_modules_ops() -> None:
         ops_in("no_such_module_anywhere")
     with pytest.raises(ValueError, match="registered no opreg op"):
         parametrize_ops("json")
+
+
+def test_device_problem_names_devices_that_are_not_present() -> None:
+    assert device_problem("cpu") is None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing = "cuda" if count == 0 else f"cuda:{count}"
+    assert f"device {missing!r} is not present" in str(device_problem(missing))
+    triton = device_problem(TRITON_CPU)
+    assert triton is None or "needs" in triton
+
+
+def test_importing_the_package_and_its_plugin_imports_no_torch() -> None:
+    """The pytest11 entry point imports opreg_testing.plugin in every pytest run (finding 6)."""
+    code = (
+        "import sys, opreg_testing, opreg_testing.plugin\n"
+        "print(sorted(m for m in ('torch', 'opreg_core', 'triton') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves_and_compare_stays_the_function() -> None:
+    import importlib
+
+    import opreg_testing
+
+    # Importing the submodule sets the package attribute `compare`: it must stay the function.
+    compare_module = importlib.import_module("opreg_testing.compare")
+    for name in opreg_testing.__all__:
+        assert getattr(opreg_testing, name) is not None, name
+    assert opreg_testing.compare is compare_module.compare
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        opreg_testing.nope  # noqa: B018

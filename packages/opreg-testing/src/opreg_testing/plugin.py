@@ -242,10 +242,15 @@ def _not_checked(config: pytest.Config, message: str) -> None:
     pytest.fail(f"{message} (or set opreg_unchecked = skip in the pytest ini)", pytrace=False)
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """A test of an op nothing can check fails (a failed test, not a setup error)."""
     unchecked = item.get_closest_marker("opreg_unchecked")
     if unchecked is not None:
         _not_checked(item.config, str(unchecked.args[0] if unchecked.args else "not checked"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("needs_cuda") is not None and not _cuda_present():
         pytest.skip("needs CUDA: no CUDA device is present")
     if item.get_closest_marker("needs_triton") is not None:
