@@ -187,13 +187,13 @@ def _wrong_inner_derivative(ns: OpNamespace) -> Any:
     )
 
 
-def _non_differentiable_inner(ns: OpNamespace) -> Any:
-    cos_nd = unary(ns, "cos_not_differentiable", torch.cos, differentiable=False)
+def _inner_op_without_backward(ns: OpNamespace) -> Any:
+    cos_plain = unary(ns, "cos_without_backward", torch.cos)
     return unary(
         ns,
-        "backward_calls_non_differentiable_op",
+        "backward_calls_op_without_backward",
         torch.sin,
-        backward=lambda ctx, g: g * cos_nd(ctx.saved_tensors[0]),
+        backward=lambda ctx, g: g * cos_plain(ctx.saved_tensors[0]),
         setup_context=save_inputs,
     )
 
@@ -281,9 +281,9 @@ MUTANTS = [
         _wrong_inner_derivative,
     ),
     Mutant(
-        "backward_calls_non_differentiable_op",
+        "backward_calls_op_without_backward",
         "autograd",
-        "the backward calls an op declared differentiable=False: no second derivative",
-        _non_differentiable_inner,
+        "the backward calls an op registered without a backward: no second derivative",
+        _inner_op_without_backward,
     ),
 ]

@@ -99,7 +99,14 @@ MUTANTS = [
     _triton(
         "backward_launches_triton",
         "autograd",
-        "the backward calls its Triton launcher directly: fails under torch.func.grad",
+        "the backward calls its Triton launcher directly: not differentiable (gradgrad)",
+    ),
+    _triton(
+        "backward_launches_triton_first_order",
+        "autograd",
+        "the backward calls its Triton launcher directly: fails under torch.func.grad "
+        "(second derivatives opted out, so the torch.func part must catch it)",
+        autograd={"gradgrad": False},
     ),
 ]
 

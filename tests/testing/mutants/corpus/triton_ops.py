@@ -174,6 +174,12 @@ MUTANT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {
     "backward_launches_triton": lambda ns: _double_op(
         ns, "backward_launches_triton", launch_double, backward=lambda ctx, g: launch_double(g)
     ),
+    "backward_launches_triton_first_order": lambda ns: _double_op(
+        ns,
+        "backward_launches_triton_first_order",
+        launch_double,
+        backward=lambda ctx, g: launch_double(g),
+    ),
 }
 
 CORRECT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {

@@ -1,30 +1,85 @@
-"""autograd check: gradcheck in float64, and ``grad(vmap(op))`` / ``vmap(grad(op))`` against
-per-sample gradients.
+"""autograd check: gradients in float64, first and second order, alone and under ``torch.func``.
 
-Floating tensor arguments are converted to float64 (complex to complex128) and
-differentiated; the scalar whose gradient is taken is a fixed random weighting of every
+For every sample (floating tensor arguments, and lists of them, converted to float64 or
+complex128; the others kept):
+
+1. ``torch.autograd.gradcheck``: the backward against finite differences; a mismatch names
+   the first Jacobian entry that differs.
+2. ``gradgradcheck`` (option ``gradgrad``, default on): the backward is itself differentiable
+   and its derivative is right. A backward whose result does not require grad although its
+   inputs do (it detaches, runs under ``no_grad``, goes through NumPy or calls a
+   non-differentiable kernel such as a Triton launcher) fails with a message saying so,
+   rather than passing with second derivatives that would silently be zero.
+3. ``vmap(grad(op))`` and ``grad(vmap(op))`` (option ``functorch``) against per-sample
+   gradients: every tensor argument batched, each differentiated argument unbatched in turn
+   (its gradient is then the sum over the batch), and (option ``nested``) two nested vmaps.
+   A difference here while gradcheck passed means the backward is right for one sample but
+   not under vmap; the message says what usually causes that.
+
+The scalar whose gradient the ``torch.func`` part takes is a fixed random weighting of every
 floating output, so every output element contributes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
+from torch.utils._pytree import tree_leaves
 
 from opreg_core import SampleInput
 
-from ..compare import Mismatch, Tolerance, compare_tensors
+from ..compare import Mismatch, Tolerance, compare, compare_tensors
+from ..errors import CheckFailure
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._batching import VmapCase, batched_sample, entry, stack_outputs
-from ._common import CheckContext, Skip, prepare, run_public
+from ._batching import (
+    BATCH_ENTRIES,
+    Entries,
+    Level,
+    VmapCase,
+    batchable,
+    batched_sample,
+    entry,
+    expected_output,
+    stack_outputs,
+    vmapped,
+)
+from ._batching import batch_entries as entries_for
+from ._common import CheckContext, Skip, format_exception, prepare, run_public
 
 #: Tolerance for comparing gradients computed two ways in float64.
 GRAD_TOLERANCE = Tolerance(1e-6, 1e-8)
+
+#: How to turn the second-order part off, quoted in the failure that it raises.
+GRADGRAD_OPT_OUT = (
+    "opt out with check_autograd(op, gradgrad=False) or "
+    'check_op(op, options={"autograd": {"gradgrad": False}})'
+)
+
+#: Why grad(vmap(op)) or vmap(grad(op)) can differ from per-sample gradients when gradcheck
+#: passed (it always ran first).
+VMAP_HINT = (
+    "gradcheck passed, so the backward is right for one sample but not under vmap: it may mix "
+    "batch entries (a reduction over all dims instead of per sample), return a gradient with "
+    "the wrong shape for a broadcast input, or use a saved tensor from setup_context "
+    "incorrectly (if the vmap check fails too, fix vmap_fn first)"
+)
+
+#: Why torch.func.grad(op) can fail on one sample when .backward() works (gradcheck passed).
+FUNC_GRAD_HINT = (
+    "gradcheck (plain .backward()) passed, so the backward fails only under torch.func "
+    "transforms, whose tensors are wrappers: it may call .item(), .numpy(), .tolist() or "
+    "data_ptr() on one of them, e.g. by calling a Triton launcher directly instead of "
+    "through a registered op"
+)
 
 
 def _is_float(t: torch.Tensor) -> bool:
@@ -46,9 +101,70 @@ def to_double(sample: SampleInput) -> SampleInput:
     )
 
 
+def _float_list(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(v, torch.Tensor) and _is_float(v) for v in value)
+    )
+
+
 def diff_positions(sample: SampleInput) -> list[int]:
-    """Positions of the floating tensor arguments (the ones differentiated)."""
-    return [i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor) and _is_float(a)]
+    """Positions of the differentiated arguments: floating tensors and lists of them."""
+    return [
+        i
+        for i, a in enumerate(sample.args)
+        if (isinstance(a, torch.Tensor) and _is_float(a)) or _float_list(a)
+    ]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The differentiated tensors of a sample as one flat tuple (list arguments spread out),
+    and how to put them back into the op's arguments."""
+
+    sample: SampleInput
+    positions: tuple[int, ...]
+
+    def flat(self) -> tuple[torch.Tensor, ...]:
+        found: list[torch.Tensor] = []
+        for p in self.positions:
+            value = self.sample.args[p]
+            found.extend(value if isinstance(value, (list, tuple)) else [value])
+        return tuple(found)
+
+    def names(self, arg_names: Sequence[str]) -> list[str]:
+        names: list[str] = []
+        for p in self.positions:
+            name = arg_names[p] if p < len(arg_names) else f"argument {p}"
+            value = self.sample.args[p]
+            if isinstance(value, (list, tuple)):
+                names.extend(f"{name}[{k}]" for k in range(len(value)))
+            else:
+                names.append(name)
+        return names
+
+    def args(self, flat: Sequence[torch.Tensor]) -> list[Any]:
+        args = list(self.sample.args)
+        it = iter(flat)
+        for p in self.positions:
+            value = args[p]
+            if isinstance(value, (list, tuple)):
+                args[p] = [next(it) for _ in value]
+            else:
+                args[p] = next(it)
+        return args
+
+    def function(self, op: Callable[..., Any]) -> Callable[..., Any]:
+        """The op as a function of the flat differentiated tensors."""
+
+        def fn(*flat: torch.Tensor) -> Any:
+            return op(*self.args(flat), **self.sample.kwargs)
+
+        return fn
+
+    def fresh(self) -> tuple[torch.Tensor, ...]:
+        return tuple(t.detach().clone().requires_grad_(True) for t in self.flat())
 
 
 def _floating_outputs(out: Any) -> list[torch.Tensor]:
@@ -82,27 +198,18 @@ def _weights(outs: list[torch.Tensor]) -> list[torch.Tensor]:
     ]
 
 
-def _gradcheck(ctx: CheckContext, sample: SampleInput, positions: list[int], fast: bool) -> None:
-    op = ctx.target.call
-    base = list(sample.args)
+# -- first order ---------------------------------------------------------------------------------
 
-    def fn(*inputs: torch.Tensor) -> Any:
-        args = list(base)
-        for p, t in zip(positions, inputs, strict=True):
-            args[p] = t
-        return op(*args, **sample.kwargs)
 
-    inputs = tuple(sample.args[p].clone().requires_grad_(True) for p in positions)
+def _gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
+    fn = inputs.function(ctx.target.call)
+    sample = inputs.sample
     case = "gradcheck, float64" + (", fast mode" if fast else "")
     with ctx.step("gradcheck", sample, case):
         try:
-            torch.autograd.gradcheck(fn, inputs, fast_mode=fast, check_batched_grad=False)
+            torch.autograd.gradcheck(fn, inputs.fresh(), fast_mode=fast, check_batched_grad=False)
         except GradcheckError as exc:
-            names = [
-                ctx.target.arg_names[p] if p < len(ctx.target.arg_names) else str(p)
-                for p in positions
-            ]
-            found = jacobian_mismatch(fn, inputs, names)
+            found = jacobian_mismatch(fn, inputs.fresh(), inputs.names(ctx.target.arg_names))
             if found is None:
                 raise ctx.failure(f"gradcheck failed: {exc}", sample, case) from exc
             problem = (
@@ -123,6 +230,8 @@ def _backward_jacobian(
     x = x.detach().requires_grad_(True)
     out = fn(x)
     result = torch.zeros(rows, x.numel(), dtype=x.dtype, device=x.device)
+    if not out.requires_grad:  # cut off the graph: autograd's derivative is zero
+        return result
     for i in range(rows):
         seed = torch.zeros_like(out)
         seed[i] = 1
@@ -169,50 +278,267 @@ def jacobian_mismatch(
     return None
 
 
-def _functorch(ctx: CheckContext, sample: SampleInput, positions: list[int]) -> None:
-    """``vmap(grad(loss))`` and ``grad(sum of vmap(loss))`` equal stacked per-sample grads."""
+# -- second order --------------------------------------------------------------------------------
+
+
+def _first_order(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
+    """``(*inputs, *grad_outputs) -> gradients``: the backward as a differentiable function."""
+
+    def gradients(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        xs, vs = args[:count], args[count:]
+        with torch.enable_grad():
+            xs = tuple(x if x.requires_grad else x.detach().requires_grad_(True) for x in xs)
+            outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+            grads = torch.autograd.grad(outs, xs, vs, create_graph=True, allow_unused=True)
+        return tuple(
+            torch.zeros_like(x) if g is None else g for x, g in zip(xs, grads, strict=True)
+        )
+
+    return gradients
+
+
+def _not_differentiable(
+    fn: Callable[..., Any], xs: tuple[torch.Tensor, ...], names: list[str]
+) -> list[str]:
+    """The inputs whose first-order gradient is nonzero but does not require grad, although the
+    inputs and the output gradients do: the backward cut it off the graph."""
+    outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+    if not outs:
+        return []
+    g = torch.Generator().manual_seed(4321)
+    vs = [
+        torch.randn(o.shape, generator=g, dtype=torch.float64)
+        .to(o.device, o.dtype)
+        .requires_grad_(True)
+        for o in outs
+    ]
+    grads = torch.autograd.grad(outs, xs, vs, create_graph=True, allow_unused=True)
+    return [
+        name
+        for name, grad in zip(names, grads, strict=True)
+        if grad is not None and not grad.requires_grad and bool(grad.ne(0).any())
+    ]
+
+
+def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
+    fn = inputs.function(ctx.target.call)
+    sample = inputs.sample
+    names = inputs.names(ctx.target.arg_names)
+    case = "gradgradcheck, float64" + (", fast mode" if fast else "")
+    with ctx.step("the backward with create_graph=True", sample, case):
+        cut = _not_differentiable(fn, inputs.fresh(), names)
+    if cut:
+        which = ", ".join(cut)
+        raise ctx.failure(
+            f"the backward is not differentiable: the gradient it returns for {which} does not "
+            "require grad (no grad_fn) although the inputs and the output gradients do, so "
+            "second derivatives (double backward, torch.func.hessian, gradgradcheck) would be "
+            "silently zero. It may detach, run under torch.no_grad(), go through NumPy or call "
+            "a non-differentiable kernel (e.g. a Triton launcher or an op declared "
+            "differentiable=False); build it from differentiable operations or ops that have "
+            f"their own backward, or {GRADGRAD_OPT_OUT}",
+            sample,
+            case,
+        )
+    with ctx.step("gradgradcheck", sample, case):
+        try:
+            torch.autograd.gradgradcheck(
+                fn, inputs.fresh(), fast_mode=fast, check_batched_grad=False
+            )
+        except GradcheckError as exc:
+            xs = inputs.fresh()
+            outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+            g = torch.Generator().manual_seed(4321)
+            vs = tuple(torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs)
+            vnames = [f"grad_output {i}" for i in range(len(vs))]
+            found = jacobian_mismatch(_first_order(fn, len(xs)), (*xs, *vs), names + vnames)
+            problem = (
+                "the backward's own derivative (the second derivative) disagrees with finite "
+                "differences of the backward (gradgradcheck): the backward is differentiable "
+                "but not correctly, e.g. it detaches part of its computation or calls an op "
+                f"whose backward is wrong; {GRADGRAD_OPT_OUT}"
+            )
+            if found is None:
+                raise ctx.failure(f"{problem}\n{format_exception(exc)}", sample, case) from exc
+            found = dataclasses.replace(
+                found, where=found.where.replace("d(outputs)", "d(gradients)", 1)
+            )
+            raise ctx.failure(
+                problem + "; expected = finite differences, actual = double backward",
+                sample,
+                case,
+                mismatch=found,
+            ) from exc
+
+
+# -- torch.func ----------------------------------------------------------------------------------
+
+
+def functorch_cases(
+    sample: SampleInput, positions: Sequence[int], entries: Entries, nested: bool
+) -> list[VmapCase]:
+    """Every batchable argument batched at 0; each differentiated one unbatched in turn (when
+    another argument stays batched); with ``nested``, two levels batching everything."""
+    batched = batchable(sample)
+    n = len(sample.args)
+    everything: Level = tuple(0 if i in batched else None for i in range(n))
+    levels: list[tuple[Level, ...]] = [(everything,)]
+    for p in positions:
+        if any(q != p for q in batched):
+            levels.append((tuple(None if i == p else d for i, d in enumerate(everything)),))
+    cases = [VmapCase(lv, (3,), entries) for lv in levels]
+    if nested:
+        cases.append(VmapCase((everything, everything), (2, 3), entries))
+    return cases
+
+
+@contextmanager
+def _transform_step(
+    ctx: CheckContext, what: str, sample: SampleInput, case: str, hint: str
+) -> Iterator[None]:
+    """Like ``ctx.step``, with the likely cause of a failure appended to the message."""
+    try:
+        yield
+    except (CheckFailure, Skip):
+        raise
+    except Exception as exc:
+        raise ctx.failure(f"{what} raised {format_exception(exc)}\n{hint}", sample, case) from exc
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return a + b
+    return type(a)(_add(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _grad_of_vmap_expected(
+    per_entry: dict[tuple[int, ...], tuple[Any, ...]], case: VmapCase, argnums: tuple[int, ...]
+) -> tuple[Any, ...]:
+    """Per-entry gradients arranged as ``grad(sum of vmap(loss))`` returns them: stacked at 0
+    over the levels that batch the argument, summed over the levels that do not."""
+
+    def gather(depth: int, index: tuple[int, ...], k: int) -> Any:
+        if depth == case.depth:
+            return per_entry[index][k]
+        parts = [gather(depth + 1, (*index, i), k) for i in range(case.sizes[depth])]
+        if case.levels[depth][argnums[k]] is None:
+            total = parts[0]
+            for part in parts[1:]:
+                total = _add(total, part)
+            return total
+        return stack_outputs(parts)
+
+    return tuple(gather(0, (), k) for k in range(len(argnums)))
+
+
+def _batch_sum(expected: Any, actual: Any, depth: int) -> bool:
+    """Whether ``actual`` is, for every batch entry, ``expected`` summed over the batch dims."""
+    pairs = list(zip(tree_leaves(expected), tree_leaves(actual), strict=False))
+    if not pairs:
+        return False
+    for e, a in pairs:
+        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
+            return False
+        if e.shape != a.shape or e.dim() < depth:
+            return False
+        dims = tuple(range(depth))
+        summed = e.sum(dims, keepdim=True).expand_as(e)
+        if not torch.allclose(a, summed, rtol=1e-6, atol=1e-8):
+            return False
+    return True
+
+
+def _compare_grads(
+    ctx: CheckContext,
+    expected: Any,
+    actual: Any,
+    sample: SampleInput,
+    label: str,
+    what: str,
+    summed_depth: int | None,
+) -> None:
+    found = compare(expected, actual, tolerance=GRAD_TOLERANCE)
+    if found is None:
+        return
+    hint = VMAP_HINT
+    if summed_depth is not None and _batch_sum(expected, actual, summed_depth):
+        hint = (
+            "each batch entry got the sum of the per-sample gradients over the whole batch: "
+            "something reduces over the batch dim (e.g. a gradient summed over all leading "
+            "dims instead of per sample); " + VMAP_HINT
+        )
+    raise ctx.failure(
+        f"{what} differs from per-sample gradients ({hint})", sample, label, mismatch=found
+    )
+
+
+def _functorch_case(
+    ctx: CheckContext,
+    sample: SampleInput,
+    case: VmapCase,
+    loss: Callable[..., torch.Tensor],
+    argnums: tuple[int, ...],
+) -> None:
+    grad = torch.func.grad
+    per_sample_grad = grad(loss, argnums)
+
+    def per_entry(*args: Any, **kwargs: Any) -> Any:
+        return per_sample_grad(*args)
+
+    with _transform_step(
+        ctx, "torch.func.grad(op) per batch entry", sample, "grad, float64", FUNC_GRAD_HINT
+    ):
+        expected = expected_output(per_entry, sample, case)
+        entries = {
+            index: per_entry(*entry(sample, case, index).args)
+            for index in itertools.product(*(range(s) for s in case.sizes))
+        }
+    batched = batched_sample(sample, case)
+
+    label = f"vmap(grad(op)), {case}"
+    with _transform_step(ctx, "vmap(grad(op))", sample, label, VMAP_HINT):
+        actual = vmapped(per_sample_grad, case, {}, "error")(*batched.args)
+    _compare_grads(ctx, expected, actual, sample, label, "vmap(grad(op))", case.depth)
+
+    vmapped_loss = vmapped(loss, case, {}, "error")
+
+    def summed(*args: Any) -> torch.Tensor:
+        total: torch.Tensor = vmapped_loss(*args).sum()
+        return total
+
+    label = f"grad(vmap(op)), {case}"
+    with _transform_step(ctx, "grad(vmap(op))", sample, label, VMAP_HINT):
+        actual = grad(summed, argnums)(*batched.args)
+    expected = _grad_of_vmap_expected(entries, case, argnums)
+    everywhere = all(all(lvl[p] is not None for lvl in case.levels) for p in argnums)
+    _compare_grads(
+        ctx, expected, actual, sample, label, "grad(vmap(op))", case.depth if everywhere else None
+    )
+
+
+def _functorch(
+    ctx: CheckContext, sample: SampleInput, positions: list[int], entries: Entries, nested: bool
+) -> int:
+    """``vmap(grad(loss))`` and ``grad(sum of vmap(loss))`` against per-sample gradients."""
     op = ctx.target.call
     with ctx.step("the op", sample, "float64"):
         outs = _floating_outputs(op(*sample.args, **sample.kwargs))
     if not outs:
-        return
+        return 0
     loss = _loss(op, sample.kwargs, _weights(outs))
-    argnums = tuple(positions)
-    dims = tuple(0 if i in positions else None for i in range(len(sample.args)))
-    case = VmapCase((dims,), (3,))
-    batched = batched_sample(sample, case)
-    grad = torch.func.grad
-    with ctx.step("torch.func.grad(op) per batch entry", sample, "grad, float64"):
-        expected = stack_outputs(
-            [grad(loss, argnums)(*entry(sample, case, (i,)).args) for i in range(3)]
-        )
-    label = f"vmap(grad(op)), {case}"
-    with ctx.step("vmap(grad(op))", sample, label):
-        actual = torch.vmap(grad(loss, argnums), in_dims=dims)(*batched.args)
-    ctx.assert_same(
-        (expected, {}),
-        (actual, {}),
-        sample,
-        label,
-        "vmap(grad(op)) differs from per-sample gradients",
-        GRAD_TOLERANCE,
-    )
+    arg_names = ctx.target.arg_names
+    mutated = {arg_names.index(n) for n in ctx.target.mutated_args if n in arg_names}
+    cases = [
+        c
+        for c in functorch_cases(sample, positions, entries, nested)
+        if all(lvl[p] is not None for lvl in c.levels for p in mutated)
+    ]
+    for case in cases:
+        _functorch_case(ctx, sample, case, loss, tuple(positions))
+    return len(cases)
 
-    def summed(*args: Any) -> torch.Tensor:
-        total: torch.Tensor = torch.vmap(loss, in_dims=dims)(*args).sum()
-        return total
 
-    label = f"grad(vmap(op)), {case}"
-    with ctx.step("grad(vmap(op))", sample, label):
-        actual = grad(summed, argnums)(*batched.args)
-    ctx.assert_same(
-        (expected, {}),
-        (actual, {}),
-        sample,
-        label,
-        "grad(vmap(op)) differs from per-sample gradients",
-        GRAD_TOLERANCE,
-    )
+# -- the check -----------------------------------------------------------------------------------
 
 
 def _needs_grad(ctx: CheckContext) -> None:
@@ -225,36 +551,48 @@ def _needs_grad(ctx: CheckContext) -> None:
             raise Skip("the op has no backward")
         return
     sample = to_double(ctx.samples[0])
-    positions = diff_positions(sample)
-    args = list(sample.args)
-    for p in positions:
-        args[p] = args[p].clone().requires_grad_(True)
+    inputs = Inputs(sample, tuple(diff_positions(sample)))
     with ctx.step("the op with inputs that require grad", sample):
-        outs = _floating_outputs(ctx.target.call(*args, **sample.kwargs))
+        outs = _floating_outputs(inputs.function(ctx.target.call)(*inputs.fresh()))
     if not any(o.requires_grad for o in outs):
         raise Skip("the op's outputs do not require grad (no autograd formula)")
 
 
 def run_autograd(
-    ctx: CheckContext, *, functorch: bool = True, fast_mode: bool | None = None
+    ctx: CheckContext,
+    *,
+    functorch: bool = True,
+    fast_mode: bool | None = None,
+    gradgrad: bool = True,
+    nested: bool = True,
+    batch_entries: str = "auto",
 ) -> None:
     """The body of the autograd check (see :func:`check_autograd`)."""
+    if batch_entries not in BATCH_ENTRIES:
+        choices = ", ".join(map(repr, BATCH_ENTRIES))
+        raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
     _needs_grad(ctx)
-    checked = 0
-    for original in ctx.samples:
-        sample = to_double(original)
+    doubled = [to_double(s) for s in ctx.samples]
+    checked = cases = 0
+    for sample in doubled:
         positions = diff_positions(sample)
         if not positions:
             continue
-        numel = sum(sample.args[p].numel() for p in positions)
+        inputs = Inputs(sample, tuple(positions))
+        numel = sum(t.numel() for t in inputs.flat())
         fast = numel > 64 if fast_mode is None else fast_mode
-        _gradcheck(ctx, sample, positions, fast)
+        _gradcheck(ctx, inputs, fast)
+        if gradgrad:
+            _gradgradcheck(ctx, inputs, fast)
         if functorch:
-            _functorch(ctx, sample, positions)
+            entries = entries_for(sample, doubled, batch_entries)
+            cases += _functorch(ctx, sample, positions, entries, nested)
         checked += 1
     if not checked:
         raise Skip("no sample has a floating-point tensor argument to differentiate")
-    ctx.info.update(samples=checked, functorch=functorch)
+    ctx.info.update(samples=checked, functorch=functorch, gradgrad=gradgrad)
+    if functorch:
+        ctx.info["functorch_cases"] = cases
 
 
 def check_autograd(
@@ -264,13 +602,34 @@ def check_autograd(
     device: str | torch.device | None = None,
     functorch: bool = True,
     fast_mode: bool | None = None,
+    gradgrad: bool = True,
+    nested: bool = True,
+    batch_entries: str = "auto",
 ) -> CheckResult:
-    """Check the op's gradients: ``torch.autograd.gradcheck`` in float64 on every sample, and
-    (``functorch``) ``vmap(grad(op))`` and ``grad(vmap(op))`` against per-sample gradients.
+    """Check the op's gradients in float64 on every sample: ``torch.autograd.gradcheck``;
+    (``gradgrad``) ``gradgradcheck``, failing when the backward is not itself differentiable;
+    and (``functorch``) ``vmap(grad(op))`` and ``grad(vmap(op))`` against per-sample
+    gradients, with each differentiated argument also unbatched and (``nested``) two nested
+    vmaps.
 
     Skipped for ops declared non-differentiable or without a backward. ``fast_mode`` is passed
-    to gradcheck (default: fast mode when the inputs have more than 64 elements). Raises
-    :class:`CheckFailure`.
+    to gradcheck and gradgradcheck (default: fast mode when the inputs have more than 64
+    elements). ``gradgrad=False`` accepts a backward that is not differentiable (no second
+    derivatives). ``batch_entries`` builds the vmap batch entries as the vmap check does.
+    Raises :class:`CheckFailure`.
     """
+    if batch_entries not in BATCH_ENTRIES:
+        choices = ", ".join(map(repr, BATCH_ENTRIES))
+        raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
     ctx = prepare("autograd", op, samples, device)
-    return run_public(ctx, lambda c: run_autograd(c, functorch=functorch, fast_mode=fast_mode))
+    return run_public(
+        ctx,
+        lambda c: run_autograd(
+            c,
+            functorch=functorch,
+            fast_mode=fast_mode,
+            gradgrad=gradgrad,
+            nested=nested,
+            batch_entries=batch_entries,
+        ),
+    )

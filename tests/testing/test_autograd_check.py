@@ -1,0 +1,234 @@
+"""The autograd check: second derivatives (gradgradcheck, and a clear failure for a backward
+that is not differentiable, with its opt-out), list arguments, and the torch.func part's cases
+(unbatched arguments, nested vmaps) and messages naming the likely cause."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+from opreg_testing import CheckFailure, SampleInput, check_autograd, check_op
+from opreg_testing.checks._common import prepare
+from opreg_testing.checks.autograd import VMAP_HINT, _compare_grads
+
+Register = Callable[..., Any]  # the ``register`` fixture (conftest.py)
+
+
+def samples(device: torch.device) -> Iterator[SampleInput]:
+    g = torch.Generator().manual_seed(0)
+    yield SampleInput((torch.randn(3, 4, generator=g).to(device),), name="3x4")
+
+
+def save_x(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+def sin(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+def register_sin(register: Register, backward: Callable[..., Any], **options: Any) -> Any:
+    return register(
+        sin,
+        fake_fn=torch.empty_like,
+        vmap_fn=torch.sin,
+        fake_vmap_fn=torch.empty_like,
+        backward=backward,
+        setup_context=save_x,
+        sample_inputs=samples,
+        **options,
+    )
+
+
+def failure_of(*args: Any, **kwargs: Any) -> CheckFailure:
+    with pytest.raises(CheckFailure) as info:
+        check_autograd(*args, **kwargs)
+    return info.value
+
+
+def test_a_right_backward_passes_second_order_too(register: Register) -> None:
+    op = register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    result = check_autograd(op)
+    assert result.passed and result.info["gradgrad"] is True
+
+
+def test_a_backward_under_no_grad_is_reported_as_not_differentiable(register: Register) -> None:
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        with torch.no_grad():
+            return g * torch.cos(ctx.saved_tensors[0])
+
+    op = register_sin(register, backward)
+    failure = failure_of(op)
+    assert failure.case == "gradgradcheck, float64"
+    message = str(failure)
+    assert f"opreg autograd check failed for {op.qualname}" in message
+    assert "the backward is not differentiable: the gradient it returns for x" in message
+    assert "check_autograd(op, gradgrad=False)" in message
+    assert 'options={"autograd": {"gradgrad": False}}' in message
+    # The opt-out, both ways: the first-order checks still run and pass.
+    assert check_autograd(op, gradgrad=False).info["gradgrad"] is False
+    report = check_op(op, checks=["autograd"], options={"autograd": {"gradgrad": False}})
+    assert report["autograd"].passed
+
+
+def test_a_wrong_second_derivative_names_the_first_jacobian_entry(register: Register) -> None:
+    # The backward detaches x inside cos: first derivative right, second derivative missing.
+    op = register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0].detach()))
+    failure = failure_of(op)
+    assert failure.case == "gradgradcheck, float64"
+    assert "the backward's own derivative (the second derivative) disagrees" in str(failure)
+    mismatch = failure.mismatch
+    assert mismatch is not None and "Jacobian d(gradients)/d(x)" in mismatch.where
+    # d(grad x[0]) / d(x[0]) = -v[0] sin(x[0]) by finite differences; 0 through the detach.
+    assert mismatch.index == (0, 0) and mismatch.actual == 0 and abs(mismatch.expected) > 1e-3
+
+
+def test_a_constant_zero_gradient_is_not_called_non_differentiable(register: Register) -> None:
+    def floor(x: Tensor) -> Tensor:
+        return torch.floor(x)
+
+    op = register(
+        floor,
+        fake_fn=torch.empty_like,
+        backward=lambda ctx, g: torch.zeros_like(g),
+        sample_inputs=samples,
+    )
+    assert check_autograd(op).passed
+
+
+def test_a_linear_op_has_a_differentiable_backward(register: Register) -> None:
+    # The gradient does not depend on x, but it does on the output gradient: not "detached".
+    def triple(x: Tensor) -> Tensor:
+        return 3 * x
+
+    op = register(
+        triple, fake_fn=torch.empty_like, backward=lambda ctx, g: 3 * g, sample_inputs=samples
+    )
+    assert check_autograd(op).passed
+
+
+def list_samples(device: torch.device) -> Iterator[SampleInput]:
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randn(2, 3, generator=g).to(device) for _ in range(2)]
+    yield SampleInput((xs,), name="two 2x3")
+
+
+def product(xs: list[Tensor]) -> Tensor:
+    return xs[0] * xs[1]
+
+
+def save_list(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    ctx.save_for_backward(*inputs[0])
+
+
+def test_list_arguments_are_differentiated_element_by_element(register: Register) -> None:
+    def right(ctx: Any, g: Tensor) -> tuple[list[Tensor]]:
+        a, b = ctx.saved_tensors
+        return ([g * b, g * a],)
+
+    good = register(
+        product,
+        fake_fn=lambda xs: torch.empty_like(xs[0]),
+        vmap_fn=product,
+        fake_vmap_fn=lambda xs: torch.empty_like(xs[0]),
+        backward=right,
+        setup_context=save_list,
+        sample_inputs=list_samples,
+    )
+    result = check_autograd(good)
+    assert result.passed and result.info["samples"] == 1
+
+    def product2(xs: list[Tensor]) -> Tensor:
+        return xs[0] * xs[1]
+
+    bad = register(
+        product2,
+        fake_fn=lambda xs: torch.empty_like(xs[0]),
+        backward=lambda ctx, g: ([g * ctx.saved_tensors[1], g],),  # wrong for xs[1]
+        setup_context=save_list,
+        sample_inputs=list_samples,
+    )
+    failure = failure_of(bad)
+    assert failure.case == "gradcheck, float64"
+    assert failure.mismatch is not None and "d(outputs)/d(xs[1])" in failure.mismatch.where
+
+
+def broadcast_samples(device: torch.device) -> Iterator[SampleInput]:
+    g = torch.Generator().manual_seed(2)
+    a, x = torch.randn(4, generator=g), torch.randn(3, 4, generator=g)
+    yield SampleInput((a.to(device), x.to(device)), name="a(4), x(3x4)")
+
+
+def scaled_sin(a: Tensor, x: Tensor) -> Tensor:
+    return torch.sin(a * x)
+
+
+def test_unbatched_and_nested_cases_with_a_broadcast_shaped_gradient(register: Register) -> None:
+    # Finding 2 of issue 10: a's gradient comes back in the output's shape (valid for autograd).
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, x = ctx.saved_tensors
+        c = torch.cos(a * x)
+        return g * x * c, g * a * c
+
+    op = register(
+        scaled_sin,
+        fake_fn=lambda a, x: torch.empty_like(x),
+        backward=backward,
+        setup_context=lambda ctx, inputs, out: ctx.save_for_backward(*inputs),
+        sample_inputs=broadcast_samples,
+    )
+    # in_dims (0, 0), (None, 0), (0, None), and two nested levels
+    assert check_autograd(op).info["functorch_cases"] == 4
+    assert check_autograd(op, nested=False).info["functorch_cases"] == 3
+
+
+def test_a_backward_that_fails_only_under_torch_func_says_why(register: Register) -> None:
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        x = ctx.saved_tensors[0].detach()
+        return g * torch.from_numpy(np.cos(x.numpy()))
+
+    op = register_sin(register, backward)
+    failure = failure_of(op, gradgrad=False)
+    assert failure.case == "grad, float64"
+    assert "torch.func.grad(op) per batch entry raised" in str(failure)
+    assert "fails only under torch.func transforms" in str(failure)
+
+
+def test_a_backward_that_fails_only_under_vmap_names_the_likely_causes(register: Register) -> None:
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        x = ctx.saved_tensors[0]
+        return g * torch.cos(x) * (1.0 if x.sum().item() < 1e9 else 0.0)
+
+    op = register_sin(register, backward)
+    failure = failure_of(op, gradgrad=False)
+    assert failure.case is not None and failure.case.startswith("vmap(grad(op)), vmap in_dims")
+    assert VMAP_HINT in str(failure)
+
+
+def test_a_gradient_summed_over_the_batch_is_named(register: Register) -> None:
+    op = register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    ctx = prepare("autograd", op, None, None)
+    sample = ctx.samples[0]
+    expected = (torch.arange(12.0).reshape(3, 4),)
+    actual = (expected[0].sum(0, keepdim=True).expand(3, 4),)
+    with pytest.raises(CheckFailure) as info:
+        _compare_grads(ctx, expected, actual, sample, "grad(vmap(op)), case", "grad(vmap(op))", 1)
+    message = str(info.value)
+    assert "each batch entry got the sum of the per-sample gradients over the whole" in message
+    other = (expected[0] * 2,)
+    with pytest.raises(CheckFailure) as info:
+        _compare_grads(ctx, expected, other, sample, "grad(vmap(op)), case", "grad(vmap(op))", 1)
+    assert "sum of the per-sample gradients" not in str(info.value)
+    assert VMAP_HINT in str(info.value)
+
+
+def test_batch_entries_option_is_validated(register: Register) -> None:
+    op = register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    with pytest.raises(ValueError, match="batch_entries must be one of"):
+        check_autograd(op, batch_entries="nope")
+    assert check_autograd(op, batch_entries="permute").passed
