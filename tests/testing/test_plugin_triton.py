@@ -74,6 +74,10 @@ def test_restored_afterwards():
     assert "cpu" not in opreg_kernels.triton_device_types()
 
 
+def test_kernel_check_on_plain_cpu_says_how_to_run_the_kernel(opreg_check):
+    opreg_check(opreg_kernels.fused_add, "kernel", device="cpu")
+
+
 def test_shipped_kernels(opreg_device, opreg_check):
     for op in (opreg_kernels.fused_add, opreg_kernels.philox_uniform):
         report = opreg_check(op, "kernel")
@@ -92,9 +96,20 @@ def test_triton_kernels_on_cpu_through_the_plugin(
     pytester.makeconftest("import torch._dynamo\n")
     pytester.makepyfile(test_kernels=TESTS)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--opreg-triton-interpret=on", "--opreg-device=triton-cpu"
+        "-p",
+        "no:cacheprovider",
+        "-rs",
+        "--opreg-triton-interpret=on",
+        "--opreg-device=triton-cpu",
     )
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED * opreg::fused_add on cpu: kernel: no kernel registered for device type "
+            "'cpu' (kernels: *); its Triton kernel runs on CPU on the device triton-cpu "
+            "(--device triton-cpu, or --opreg-device triton-cpu under pytest)"
+        ]
+    )
     result.stdout.fnmatch_lines(
         [
             "opreg: devices triton-cpu; Triton interpreter on",
