@@ -58,6 +58,7 @@ class Score:
 
     mutants: dict[str, dict[str, Any]] = field(default_factory=dict)
     correct: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  #: entry name -> why it did not run
 
     def caught(self) -> list[str]:
         return [n for n, r in self.mutants.items() if r["caught"]]
@@ -71,6 +72,7 @@ class Score:
             "correct": {"false_alarms": len(self.false_alarms()), "total": len(self.correct)},
             "uncaught": {n: r for n, r in self.mutants.items() if not r["caught"]},
             "false_alarms": {n: r for n, r in self.correct.items() if r["false_alarm"]},
+            "skipped": dict(self.skipped),
         }
 
 
@@ -91,13 +93,14 @@ def mutation_score(pytestconfig: pytest.Config) -> Score:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     score = config.stash.get(_SCORE, None)
-    if score is None or not (score.mutants or score.correct):
+    if score is None or not (score.mutants or score.correct or score.skipped):
         return
     write = terminalreporter.write_line
     terminalreporter.section("opreg mutation corpus")
+    skipped = f" ({len(score.skipped)} entries skipped)" if score.skipped else ""
     write(
         f"mutants caught: {len(score.caught())}/{len(score.mutants)}; "
-        f"false alarms: {len(score.false_alarms())}/{len(score.correct)} correct ops"
+        f"false alarms: {len(score.false_alarms())}/{len(score.correct)} correct ops{skipped}"
     )
     for name, result in score.mutants.items():
         if not result["caught"]:
@@ -106,6 +109,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for name, result in score.correct.items():
         if result["false_alarm"]:
             write(f"  false alarm {name}: {result['detail']}")
+    for name, reason in score.skipped.items():
+        write(f"  skipped {name}: {reason}")
     path = os.environ.get(SCORE_ENV)
     if path:
         Path(path).write_text(json.dumps(score.to_dict(), indent=2) + "\n")

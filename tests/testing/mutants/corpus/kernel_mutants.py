@@ -95,6 +95,7 @@ MUTANTS = [
         "triton_batched_shifts_entries",
         "kernel",
         "the batched Triton launcher reads the neighbouring batch entry",
+        NEEDS_DISTINCT_ENTRIES,  # permuted entries share their mean: the neighbour's is the same
     ),
     _triton(
         "backward_launches_triton",

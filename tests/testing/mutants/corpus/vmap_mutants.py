@@ -81,7 +81,6 @@ MIXING = [
         "vmap_fn standardises with the mean and std of the whole batch",
         lambda x: (x - x.mean()) / x.std(),
         lambda x: (x - x.mean()) / x.std(),
-        NEEDS_DISTINCT_ENTRIES,
     ),
     _mixing(
         "median_over_batch",
