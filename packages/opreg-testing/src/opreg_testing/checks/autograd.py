@@ -349,7 +349,7 @@ def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
             xs = inputs.fresh()
             outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
             g = torch.Generator().manual_seed(4321)
-            vs = tuple(torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs)
+            vs = tuple(torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs)
             vnames = [f"grad_output {i}" for i in range(len(vs))]
             found = jacobian_mismatch(_first_order(fn, len(xs)), (*xs, *vs), names + vnames)
             problem = (
