@@ -118,9 +118,11 @@ def _normalize_grads(qualname: str, grads: Any, count: int) -> tuple[Any, ...]:
 
 def _is_expandable(shape: Sequence[int], to: Sequence[int]) -> bool:
     """Whether ``shape`` broadcasts to ``to``: autograd's test before it sums a gradient."""
-    if len(shape) > len(to):
+    extra = len(to) - len(shape)
+    if extra < 0:
         return False
-    return all(s in (t, 1) for s, t in zip(reversed(shape), reversed(to), strict=False))
+    tail = tuple(to[extra:])
+    return tail == tuple(shape) or all(s in (t, 1) for s, t in zip(shape, tail, strict=True))
 
 
 def _flat_input_name(names: Sequence[str], spec: tuple[int, ...], index: int) -> str:
@@ -180,7 +182,10 @@ def make_autograd_kernel(
     """The ``Autograd`` kernel (``with_keyset=True``) of one operator.
 
     ``user_backward``: ``backward`` is the user's; if it fails while no ``setup_context`` was
-    given, the error says that ``ctx`` holds nothing saved.
+    given, the error says that ``ctx`` holds nothing saved, and a gradient whose shape cannot
+    be summed to its input's is an error naming the op and argument (autograd sums the rest).
+    The forward records input shapes for that check only then: a derived backward reduces
+    per sample itself, and without a backward there is nothing to check.
     """
     names = signature.names
     count = len(names)
@@ -195,17 +200,16 @@ def make_autograd_kernel(
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         spec = inputs[0]
         ctx.opreg_spec = spec
-        # The shape of each input that needs a gradient, None for the others (entry 0 is the
-        # spec's): backward checks a gradient of another shape against it (autograd then sums
-        # it), the derived batched backward sums per sample to it. One list comprehension:
-        # this runs on every call that records.
-        ctx.opreg_shapes = [
-            x.shape if need else None for x, need in zip(inputs, ctx.needs_input_grad, strict=True)
-        ]
+        needs = ctx.needs_input_grad  # per flat input; entry 0: the spec's
+        if not user_backward:
+            ctx.opreg_needs = needs  # for a derived backward
+        else:
+            # Shapes of the inputs that need a gradient (None for the others), for backward's
+            # check. One list comprehension: this runs on every call that records.
+            ctx.opreg_shapes = [x.shape if n else None for x, n in zip(inputs, needs, strict=False)]
         # One flag per declared input (a list input needs a gradient if any element does).
         ctx.needs_input_grad = tuple(
-            any(n) if isinstance(n, list) else n
-            for n in unflatten_inputs(spec, ctx.needs_input_grad[1:])
+            any(n) if isinstance(n, list) else n for n in unflatten_inputs(spec, needs[1:])
         )
         if setup_context is not None:
             setup_context(ctx, unflatten_inputs(spec, inputs[1:]), output)
@@ -223,9 +227,11 @@ def make_autograd_kernel(
                 "pass setup_context=... to save what backward needs."
             ) from exc
         flat = flatten_grads(spec, _normalize_grads(qualname, grads_in, count))
-        for i, (g, shape) in enumerate(zip(flat, ctx.opreg_shapes[1:], strict=False)):
-            if shape is not None and isinstance(g, tensor) and g.shape != shape:
-                check_grad_shape(qualname, names, spec, i, g, shape)  # autograd sums it
+        # (A count of gradients other than the inputs' is autograd's to report.)
+        if user_backward and len(flat) == len(shapes := ctx.opreg_shapes) - 1:
+            for i, g in enumerate(flat, 1):
+                if isinstance(g, tensor) and g.shape != shapes[i] and shapes[i] is not None:
+                    check_grad_shape(qualname, names, spec, i - 1, g, shapes[i])  # autograd sums
         return (None, *flat)
 
     function = type(
@@ -310,9 +316,12 @@ def derive_batched_backward(
             d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True)
         )
         output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
-        # Per-sample shapes of the flat inputs that need a gradient (batch at dim 0), set by
-        # the batched op's autograd kernel (make_autograd_kernel's setup).
-        sample_shapes = [None if s is None else s[1:] for s in ctx.opreg_shapes[1:]]
+        # Per-sample shapes of the flat inputs that need a gradient (the batch is dim 0);
+        # ctx.opreg_needs is set by the batched op's kernel (make_autograd_kernel's setup).
+        sample_shapes = [
+            x.shape[1:] if need else None
+            for x, need in zip(flat_in, ctx.opreg_needs[1:], strict=True)
+        ]
         # vmap cannot return None: keep the tensors, remember where they were.
         present: list[bool] = []
 
