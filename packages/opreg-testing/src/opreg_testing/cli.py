@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check",
         help="run the consistency checks on every opreg op a module registers",
-        description="Import MODULE(s), find every opreg op they register and run the checks "
-        "on each (samples come from the ops' sample_inputs). Prints a table op x check; "
+        description="Import MODULE(s), find every opreg op they register and run the checks\n"
+        "on each (samples come from the ops' sample_inputs). Prints a table op x check;\n"
         "exits 1 if a check failed or an op was not checked at all.",
         epilog=EXIT_STATUS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
