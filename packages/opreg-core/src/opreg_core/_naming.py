@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._ops import OpOverloadPacket
 
 #: What torch's schema parser accepts as a namespace or an operator name.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -117,7 +118,7 @@ def _shadowing_attribute(namespace: str, opname: str) -> str:
     space = found if found is not _MISSING else torch.ops.aten
     attribute = inspect.getattr_static(space, opname, _MISSING)
     if opname in _REFUSED_OPNAMES or not (
-        attribute is _MISSING or isinstance(attribute, torch._ops.OpOverloadPacket)
+        attribute is _MISSING or isinstance(attribute, OpOverloadPacket)
     ):
         return f"operator name {opname!r}"
     return ""
