@@ -162,6 +162,31 @@ def test_non_differentiable_declares_no_gradient(ns: str) -> None:
     torch.testing.assert_close(x.grad, op(x).detach())
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["op", "vmap"])
+def test_non_differentiable_fallback_leaks_no_gradient(ns: str, batched: bool) -> None:
+    """differentiable=False on a fallback made of differentiable torch calls: no gradient
+    reaches the inputs through the op, in eager autograd and under torch.func alike."""
+    op = register_vmap_op(
+        torch.sin,
+        fake_fn=torch.empty_like,
+        vmap_fn=torch.sin,
+        fake_vmap_fn=torch.empty_like,
+        differentiable=False,
+        name=f"{ns}::sin_nograd",
+        schema="(Tensor x) -> Tensor",
+    )
+    call = vmap(op) if batched else op
+    x = torch.randn(2, 3, requires_grad=True)
+    out = call(x)
+    assert not out.requires_grad and out.grad_fn is None
+    (x * call(x)).sum().backward()
+    torch.testing.assert_close(x.grad, torch.sin(x.detach()))
+    g = grad(lambda t: (t * call(t)).sum())(x.detach())
+    torch.testing.assert_close(g, torch.sin(x.detach()))
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True)
+    assert not compiled(x).requires_grad
+
+
 def test_backward_with_non_tensor_and_list_inputs(ns: str) -> None:
     def f(xs: list[torch.Tensor], k: float) -> torch.Tensor:
         return (xs[0] * xs[1]) * k

@@ -170,6 +170,22 @@ def non_differentiable_backward(qualname: str) -> Backward:
     return backward
 
 
+def make_non_differentiable_kernel(overload: Any) -> Callable[..., Any]:
+    """The ``Autograd`` kernel (``with_keyset=True``) of an op declared non-differentiable.
+
+    Runs the op below autograd, so the Python fallback's own torch calls record no graph:
+    the outputs never require grad and no gradient flows through the op (a plain
+    fallthrough would leave autograd on inside the fallback and leak its derivative).
+    """
+    redispatch = overload._handle.redispatch_boxed
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        with torch._C._AutoDispatchBelowAutograd():
+            return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+
+    return kernel
+
+
 def make_autograd_kernel(
     qualname: str,
     overload: Any,

@@ -13,6 +13,7 @@ from ._autograd import (
     derive_batched_backward,
     make_autograd_kernel,
     make_mutation_kernel,
+    make_non_differentiable_kernel,
     non_differentiable_backward,
 )
 from ._batching import BatchingRules, VmapStats
@@ -203,7 +204,13 @@ def _build(
     if not o.differentiable:
         for name, target in ((opname, main), (batched_name, batched)):
             if target is not None:
-                reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
+                reg.impl(
+                    name,
+                    make_non_differentiable_kernel(target),
+                    "Autograd",
+                    "non-differentiable",
+                    with_keyset=True,
+                )
     else:
         backward = o.backward if o.backward is not None else non_differentiable_backward(qualname)
         reg.impl(
