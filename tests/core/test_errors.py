@@ -355,3 +355,16 @@ def test_backward_that_needs_a_setup_context_gets_a_clear_error(ns: str) -> None
         RuntimeError, match=f"{ns}::op: backward raised ValueError.*without setup_context"
     ):
         op(x).sum().backward()
+
+
+def test_a_backward_error_unrelated_to_ctx_gets_no_setup_context_hint(ns: str) -> None:
+    """Only errors that reading an empty ctx raises get the setup_context hint."""
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("Cannot access storage of TensorWrapper")
+
+    op = register_vmap_op(_f, fake_fn=_fake, name=f"{ns}::op", backward=backward)
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="TensorWrapper") as info:
+        op(x).sum().backward()
+    assert "setup_context" not in str(info.value)

@@ -234,7 +234,9 @@ def make_autograd_kernel(
         spec = ctx.opreg_spec
         try:
             grads_in = backward(ctx, *grads)
-        except Exception as exc:
+        except (AttributeError, IndexError, ValueError) as exc:
+            # What reading an empty ctx raises (a missing attribute, unpacking no saved
+            # tensors); other errors are the backward's own and pass through unchanged.
             if not user_backward or setup_context is not None:
                 raise
             raise RuntimeError(
