@@ -4,13 +4,20 @@ Checks (each raises :class:`CheckFailure` naming the op, the check, the sample a
 mismatch, and returns a :class:`CheckResult` otherwise):
 
 - :func:`check_fake`: the fake implementation predicts the real output (static and dynamic shapes);
-- :func:`check_vmap`: ``vmap(op)`` equals the op stacked over the batch (in_dims 0/-1/middle/None,
-  nested 2-3 levels) and reports whether the fast batching rule ran;
+- :func:`check_vmap`: ``vmap(op)`` equals the op applied to each batch entry and stacked (in_dims
+  0/-1/middle/None, nested 2-3 levels) and reports whether the fast batching rule ran;
 - :func:`check_compile`: ``torch.compile(fullgraph=True)`` of the op and of ``vmap(op)``
   matches eager;
-- :func:`check_autograd`: gradcheck in float64, ``grad(vmap)`` and ``vmap(grad)``;
+- :func:`check_autograd`: gradcheck and gradgradcheck in float64 (``gradgrad=False`` skips the
+  second order), ``grad(vmap)`` and ``vmap(grad)``;
 - :func:`check_kernel`: a registered kernel (e.g. Triton) against the fallback;
 - :func:`check_opcheck`: ``torch.library.opcheck``.
+
+The entries of a vmap batch differ from the sample in value, not only in order (or are the
+op's own samples of the same shapes: ``batch_entries``). The fake, vmap and kernel checks also
+run every sample in non-contiguous layout variants (transposed, strided, offset; ``layouts``).
+With ``check_op(op, device="triton-cpu")`` every check runs each Triton op's Triton kernel on
+CPU, through Triton's interpreter; on ``"cpu"`` a Triton op runs its PyTorch fallback.
 
 :func:`check_op` runs a set of them and returns an :class:`OpReport`. The pytest plugin
 (:mod:`opreg_testing.plugin`) and the ``opreg check`` command build on these.
