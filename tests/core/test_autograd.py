@@ -185,6 +185,11 @@ def test_non_differentiable_fallback_leaks_no_gradient(ns: str, batched: bool) -
     torch.testing.assert_close(g, torch.sin(x.detach()))
     compiled = torch.compile(call, backend="aot_eager", fullgraph=True)
     assert not compiled(x).requires_grad
+    # a kernel registered for the device is run below autograd too
+    op.register_kernel("cpu", lambda t: torch.cos(t), batched=False)
+    op.register_kernel("cpu", lambda t: torch.cos(t), batched=True)
+    assert not call(x).requires_grad
+    torch.testing.assert_close(call(x), torch.cos(x.detach()))
 
 
 def test_backward_with_non_tensor_and_list_inputs(ns: str) -> None:

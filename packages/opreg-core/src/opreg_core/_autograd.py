@@ -170,20 +170,35 @@ def non_differentiable_backward(qualname: str) -> Backward:
     return backward
 
 
-def make_non_differentiable_kernel(overload: Any) -> Callable[..., Any]:
-    """The ``Autograd`` kernel (``with_keyset=True``) of an op declared non-differentiable.
+def below_autograd(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """A kernel of an op declared non-differentiable, run with autograd off.
 
-    Runs the op below autograd, so the Python fallback's own torch calls record no graph:
-    the outputs never require grad and no gradient flows through the op (a plain
-    fallthrough would leave autograd on inside the fallback and leak its derivative).
+    The op's ``Autograd`` key is a fallthrough (no Python crossing), which leaves autograd on
+    inside the kernels below it: without this guard a Python fallback made of differentiable
+    torch calls would record a graph, and its derivative would leak through ``.backward()``.
     """
-    redispatch = overload._handle.redispatch_boxed
+    below = torch._C._AutoDispatchBelowAutograd
+    grad_enabled = torch.is_grad_enabled
+    tensor = torch.Tensor
 
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        with torch._C._AutoDispatchBelowAutograd():
-            return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        # Only inputs that require grad can start a graph. The guard costs ~0.4 us, so it is
+        # entered only for them (random ops, the usual non-differentiable ones, take none).
+        if grad_enabled():
+            for a in args:
+                if isinstance(a, tensor):
+                    if a.requires_grad:
+                        break
+                elif isinstance(a, (list, tuple)) and _requires_grad(a):
+                    break
+            else:
+                if not (kwargs and any(map(_requires_grad, kwargs.values()))):
+                    return kernel(*args, **kwargs)
+            with below():
+                return kernel(*args, **kwargs)
+        return kernel(*args, **kwargs)
 
-    return kernel
+    return guarded
 
 
 def make_autograd_kernel(

@@ -10,10 +10,10 @@ from torch._ops import OpOverload
 
 from . import _registry
 from ._autograd import (
+    below_autograd,
     derive_batched_backward,
     make_autograd_kernel,
     make_mutation_kernel,
-    make_non_differentiable_kernel,
     non_differentiable_backward,
 )
 from ._batching import BatchingRules, VmapStats
@@ -57,6 +57,15 @@ def checked_arity(
         return out
 
     return guarded
+
+
+def _kernel(
+    kernel: Callable[..., Any], differentiable: bool, qualname: str, label: str, num_returns: int
+) -> Callable[..., Any]:
+    """A kernel as registered: arity-checked, and run below autograd for a non-differentiable
+    op (whose ``Autograd`` key is a fallthrough)."""
+    checked = checked_arity(kernel, qualname, label, num_returns)
+    return checked if differentiable else below_autograd(checked)
 
 
 def _check_free(qualname: str) -> None:
@@ -166,7 +175,9 @@ def _build(
     n = signature.num_returns
     main = reg.define(opname, signature.schema)
     for key in keys:
-        reg.impl(opname, checked_arity(fn, qualname, "the function", n), key, "fallback")
+        reg.impl(
+            opname, _kernel(fn, o.differentiable, qualname, "the function", n), key, "fallback"
+        )
     reg.fake(opname, checked_arity(o.fake_fn, qualname, "fake_fn", n), "fake")
 
     batched: OpOverload[..., Any] | None = None
@@ -176,7 +187,8 @@ def _build(
         assert o.fake_vmap_fn is not None  # checked by _validate
         batched = reg.define(batched_name, signature.schema)
         for key in keys:
-            reg.impl(batched_name, checked_arity(o.vmap_fn, qualname, "vmap_fn", n), key, "vmap_fn")
+            kernel = _kernel(o.vmap_fn, o.differentiable, qualname, "vmap_fn", n)
+            reg.impl(batched_name, kernel, key, "vmap_fn")
         reg.fake(
             batched_name, checked_arity(o.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn"
         )
@@ -204,13 +216,7 @@ def _build(
     if not o.differentiable:
         for name, target in ((opname, main), (batched_name, batched)):
             if target is not None:
-                reg.impl(
-                    name,
-                    make_non_differentiable_kernel(target),
-                    "Autograd",
-                    "non-differentiable",
-                    with_keyset=True,
-                )
+                reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
     else:
         backward = o.backward if o.backward is not None else non_differentiable_backward(qualname)
         reg.impl(
@@ -296,7 +302,8 @@ def add_kernel(
         name = op.opname + (BATCHED_SUFFIX if batched else "")
         n = len(op.vmap_out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
-        lib.impl(name, checked_arity(kernel, op.qualname, label, n), key, allow_override=True)
+        wrapped = _kernel(kernel, op.differentiable, op.qualname, label, n)
+        lib.impl(name, wrapped, key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
     return handle
