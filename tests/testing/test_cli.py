@@ -250,14 +250,14 @@ def test_an_op_without_samples_fails_unless_unchecked_ops_are_allowed(
         )
         """,
     )
-    assert main(["check", module, "-q"]) == 1
+    assert main(["check", module, "-q", "--device", "cpu"]) == 1
     out = capsys.readouterr().out
     assert "0 passed, 0 failed, 6 skipped (1 ops, 1 not checked)" in out
     assert "Not checked (a failure):" in out
     assert "sample_inputs=lambda device: [SampleInput((torch.randn(3, device=device),))]" in out
-    assert main(["check", module, "-q", "--allow-unchecked"]) == 0
+    assert main(["check", module, "-q", "--device", "cpu", "--allow-unchecked"]) == 0
     assert "Not checked (accepted by --allow-unchecked):" in capsys.readouterr().out
-    assert main(["check", module, "-q", "--json"]) == 1
+    assert main(["check", module, "-q", "--device", "cpu", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["reports"][0]["checked"] is False
     assert data["unchecked"][0]["message"].startswith(
