@@ -60,15 +60,23 @@ class CheckContext:
 
     @contextmanager
     def step(
-        self, what: str, sample: SampleInput | None = None, case: str | None = None
+        self,
+        what: str,
+        sample: SampleInput | None = None,
+        case: str | None = None,
+        hint: str | None = None,
     ) -> Iterator[None]:
-        """Run a step; an unexpected exception becomes a failure saying ``what`` raised it."""
+        """Run a step; an unexpected exception becomes a failure saying ``what`` raised it
+        (followed by ``hint``, the likely cause, when given)."""
         try:
             yield
         except (CheckFailure, Skip):
             raise
         except Exception as exc:
-            raise self.failure(f"{what} raised {format_exception(exc)}", sample, case) from exc
+            problem = f"{what} raised {format_exception(exc)}"
+            if hint is not None:
+                problem += f"\n{hint}"
+            raise self.failure(problem, sample, case) from exc
 
     def run(self, fn: Callable[..., Any], sample: SampleInput) -> tuple[Any, dict[str, Any]]:
         """Call ``fn`` on a fresh copy of ``sample``; return its output and the mutated args."""

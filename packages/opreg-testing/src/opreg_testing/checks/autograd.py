@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,6 @@ from torch.utils._pytree import tree_leaves
 from opreg_core import SampleInput
 
 from ..compare import Mismatch, Tolerance, compare, compare_tensors
-from ..errors import CheckFailure
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
@@ -392,19 +390,6 @@ def functorch_cases(
     return cases
 
 
-@contextmanager
-def _transform_step(
-    ctx: CheckContext, what: str, sample: SampleInput, case: str, hint: str
-) -> Iterator[None]:
-    """Like ``ctx.step``, with the likely cause of a failure appended to the message."""
-    try:
-        yield
-    except (CheckFailure, Skip):
-        raise
-    except Exception as exc:
-        raise ctx.failure(f"{what} raised {format_exception(exc)}\n{hint}", sample, case) from exc
-
-
 def _add(a: Any, b: Any) -> Any:
     if isinstance(a, torch.Tensor):
         return a + b
@@ -485,9 +470,7 @@ def _functorch_case(
     def per_entry(*args: Any, **kwargs: Any) -> Any:
         return per_sample_grad(*args)
 
-    with _transform_step(
-        ctx, "torch.func.grad(op) per batch entry", sample, "grad, float64", FUNC_GRAD_HINT
-    ):
+    with ctx.step("torch.func.grad(op) per batch entry", sample, "grad, float64", FUNC_GRAD_HINT):
         expected = expected_output(per_entry, sample, case)
         entries = {
             index: per_entry(*entry(sample, case, index).args)
@@ -496,7 +479,7 @@ def _functorch_case(
     batched = batched_sample(sample, case)
 
     label = f"vmap(grad(op)), {case}"
-    with _transform_step(ctx, "vmap(grad(op))", sample, label, VMAP_HINT):
+    with ctx.step("vmap(grad(op))", sample, label, VMAP_HINT):
         actual = vmapped(per_sample_grad, case, {}, "error")(*batched.args)
     _compare_grads(ctx, expected, actual, sample, label, "vmap(grad(op))", case.depth)
 
@@ -507,7 +490,7 @@ def _functorch_case(
         return total
 
     label = f"grad(vmap(op)), {case}"
-    with _transform_step(ctx, "grad(vmap(op))", sample, label, VMAP_HINT):
+    with ctx.step("grad(vmap(op))", sample, label, VMAP_HINT):
         actual = grad(summed, argnums)(*batched.args)
     expected = _grad_of_vmap_expected(entries, case, argnums)
     everywhere = all(all(lvl[p] is not None for lvl in case.levels) for p in argnums)
