@@ -397,6 +397,47 @@ def test_jvp_on_a_mutating_op_is_refused(ns: str) -> None:
         )
 
 
+def test_jvp_on_an_op_returning_a_list_is_refused(ns: str) -> None:
+    def split(x: torch.Tensor) -> list[torch.Tensor]:
+        return [x * 2, x * 3]
+
+    with pytest.raises(ValueError, match=f"{ns}::split: jvp is not supported for ops that return"):
+        register_vmap_op(
+            split,
+            fake_fn=lambda x: [torch.empty_like(x), torch.empty_like(x)],
+            jvp=lambda ctx, t: [2 * t, 3 * t],
+            name=f"{ns}::split",
+        )
+
+
+def test_keyword_only_tensor_gets_its_tangent_last(ns: str) -> None:
+    def g(x: torch.Tensor, *, w: torch.Tensor) -> torch.Tensor:
+        return x * w
+
+    def g_jvp(ctx: Any, x_t: torch.Tensor | None, w_t: torch.Tensor | None) -> torch.Tensor:
+        x, w = ctx.saved_tensors
+        out = torch.zeros_like(x)
+        if x_t is not None:
+            out = out + x_t * w
+        if w_t is not None:
+            out = out + x * w_t
+        return out
+
+    fake = lambda x, *, w: torch.empty_like(x)  # noqa: E731
+    op = register_vmap_op(
+        g, fake_fn=fake, vmap_fn=g, fake_vmap_fn=fake, setup_context=_setup, jvp=g_jvp,
+        name=f"{ns}::kw",
+    )  # fmt: skip
+    x, w, tw = _rand(3), _rand(3), _rand(3)
+    expected = jvp(lambda b: g(x, w=b), (w,), (tw,))
+    torch.testing.assert_close(jvp(lambda b: op(x, w=b), (w,), (tw,)), expected)
+    X, W, TW = _rand(2, 3), _rand(2, 3), _rand(2, 3)
+    torch.testing.assert_close(
+        jvp(vmap(lambda a, b: op(a, w=b)), (X, W), (TW, TW)),
+        jvp(vmap(lambda a, b: g(a, w=b)), (X, W), (TW, TW)),
+    )
+
+
 def test_op_without_jvp_still_raises(ns: str) -> None:
     op = register_vmap_op(
         _f, fake_fn=_fake, vmap_fn=_vf, fake_vmap_fn=_fake, backward=_backward,

@@ -135,6 +135,11 @@ def _register(fn: Callable[P, R], o: Options) -> VmapOp[P, R]:
     out_dims = normalize_out_dims(qualname, o.vmap_out_dims, signature.num_returns)
     if o.sharding is not None:
         sharding_rule(o.sharding, qualname)  # refuse a bad rule before registering anything
+    if o.jvp is not None and signature.returns_list:
+        raise ValueError(
+            f"opreg: {qualname}: jvp is not supported for ops that return a list of tensors "
+            "(autograd tracks no tangent on a list output); return a tuple of tensors instead"
+        )
     for label in ("backward", "jvp"):
         if signature.mutated and getattr(o, label) is not None:
             raise ValueError(
