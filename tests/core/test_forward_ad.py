@@ -142,6 +142,12 @@ VMAPPED: dict[str, Callable[[Fn, int, bool, tuple[torch.Tensor, ...]], Any]] = {
     "jacfwd(jacrev(vmap))": lambda fn, d, yb, v: jacfwd(
         jacrev(lambda b: _vmap_n(fn, d, yb)(v[0], b).sum())
     )(v[1]),
+    "jacfwd(jacfwd(vmap))": lambda fn, d, yb, v: jacfwd(
+        jacfwd(lambda b: _vmap_n(fn, d, yb)(v[0], b).sum())
+    )(v[1]),
+    "vmap(jacfwd(jacrev))": lambda fn, d, yb, v: _vmap_n(
+        jacfwd(jacrev(lambda a, b: fn(a, b).pow(2).sum(), argnums=1), argnums=1), d, yb
+    )(v[0], v[1]),
     "grad(jvp(vmap))": lambda fn, d, yb, v: grad(
         lambda a: jvp(_vmap_n(fn, d, yb), (a, v[1]), v[2:])[1].pow(2).sum()
     )(v[0]),
@@ -281,6 +287,38 @@ def test_several_outputs(ns: str) -> None:
     torch.testing.assert_close(jvp(op, (x,), (t,)), jvp(f, (x,), (t,)))
     torch.testing.assert_close(jvp(vmap(op), (x,), (t,)), jvp(vmap(f), (x,), (t,)))
     torch.testing.assert_close(jacfwd(vmap(op))(x), jacfwd(vmap(f))(x))
+
+
+def test_save_for_forward_keeps_its_own_tensors(ns: str) -> None:
+    """A setup_context that saves different tensors for the backward and for the jvp (as
+    torch.autograd.Function allows): each reads its own, also in the derived batched op."""
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, y = inputs
+        ctx.save_for_backward(x, y)
+        ctx.save_for_forward(y.sin().sum())
+
+    def f_jvp(ctx: Any, x_t: torch.Tensor | None, y_t: None) -> torch.Tensor:
+        (s,) = ctx.saved_tensors
+        assert x_t is not None and y_t is None
+        return x_t * s
+
+    op = register_vmap_op(
+        _f, fake_fn=_fake, vmap_fn=_vf, fake_vmap_fn=_fake, backward=_backward,
+        setup_context=setup, jvp=f_jvp, name=f"{ns}::sff",
+    )  # fmt: skip
+    x, y, tx = _rand(*X), _rand(*Y), _rand(*X)
+    Xb, TX = _rand(2, *X), _rand(2, *X)
+    for call, args, tangent in ((op, x, tx), (vmap(op, in_dims=(0, None)), Xb, TX)):
+        base = _f if call is op else vmap(_f, in_dims=(0, None))
+        torch.testing.assert_close(
+            jvp(lambda a: call(a, y), (args,), (tangent,)),  # noqa: B023
+            jvp(lambda a: base(a, y), (args,), (tangent,)),  # noqa: B023
+        )
+        torch.testing.assert_close(
+            grad(lambda b: call(args, b).sum())(y),  # noqa: B023
+            grad(lambda b: base(args, b).sum())(y),  # noqa: B023
+        )
 
 
 def test_jvp_without_backward_is_forward_only(ns: str) -> None:

@@ -53,18 +53,29 @@ Jvp = Callable[..., Any]
 
 
 class DerivedContext:
-    """A stand-in for autograd's ``ctx`` when the user's backward runs under ``vmap``."""
+    """A stand-in for autograd's ``ctx`` when the user's backward (or jvp) runs under ``vmap``.
 
-    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+    ``saved_tensors`` is what ``save_for_backward`` saved; in a jvp (``for_jvp``) it is what
+    ``save_for_forward`` saved if anything, as autograd's ``ctx`` gives it to a jvp.
+    """
+
+    def __init__(self, needs_input_grad: tuple[bool, ...], for_jvp: bool = False) -> None:
         self.needs_input_grad = needs_input_grad
-        self.saved_tensors: tuple[Any, ...] = ()
+        self._for_jvp = for_jvp
+        self._saved: tuple[Any, ...] = ()
+        self.saved_for_forward: tuple[Any, ...] | None = None
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        if self._for_jvp and self.saved_for_forward is not None:
+            return self.saved_for_forward
+        return self._saved
 
     def save_for_backward(self, *tensors: Any) -> None:
-        self.saved_tensors = tensors
+        self._saved = tensors
 
     def save_for_forward(self, *tensors: Any) -> None:
-        """What ``save_for_backward`` does: the jvp reads ``saved_tensors`` here too."""
-        self.saved_tensors = tensors
+        self.saved_for_forward = tensors
 
     def mark_non_differentiable(self, *args: Any) -> None:
         """Accepted for compatibility: the batched op's own Function does the marking."""
@@ -541,7 +552,7 @@ def derive_batched_jvp(
         present: list[bool] = []
 
         def per_sample(ins: tuple[Any, ...], outs: tuple[Any, ...], ts: tuple[Any, ...]) -> Any:
-            sample_ctx = DerivedContext(needs)
+            sample_ctx = DerivedContext(needs, for_jvp=True)
             if setup_context is not None:
                 setup_context(sample_ctx, ins, outs[0] if single_output else outs)
             result = _normalize_tangents(qualname, jvp(sample_ctx, *ts), len(outs))
