@@ -52,6 +52,24 @@ def test_gradients_flow_to_both_inputs() -> None:
     torch.testing.assert_close(gy, 2 * (x + y))
 
 
+def test_forward_mode_tangents_add() -> None:
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    assert fused_add.has_jvp
+    assert torch.autograd.gradcheck(fused_add, (x, y), check_forward_ad=True)
+    tx, ty = torch.randn_like(x), torch.randn_like(y)
+    primal, tangent = torch.func.jvp(fused_add, (x.detach(), y.detach()), (tx, ty))
+    assert torch.equal(primal, x + y) and torch.equal(tangent, tx + ty)
+    # one input without a tangent; under vmap (the batched op's jvp); a Hessian
+    _, tangent = torch.func.jvp(lambda a: fused_add(a, y.detach()), (x.detach(),), (tx,))
+    assert torch.equal(tangent, tx)
+    _, tangent = torch.func.jvp(torch.vmap(fused_add), (x.detach(), y.detach()), (tx, ty))
+    assert torch.equal(tangent, tx + ty)
+    a = x.detach()[0]
+    h = torch.func.hessian(lambda v: fused_add(v, v).pow(3).sum())(a)
+    torch.testing.assert_close(h, torch.diag(48 * a))
+
+
 def test_vmap_with_every_in_dims_pattern_matches_broadcast_add() -> None:
     x = torch.randn(3, 4, 5)
     y = torch.randn(4, 3, 5)

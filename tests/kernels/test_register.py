@@ -279,6 +279,18 @@ def test_usable_as_plain_call_and_keeps_the_docstring(ns: str) -> None:
     assert torch.equal(op(torch.ones(2)), torch.full((2,), 3.0))
 
 
+def test_jvp_is_passed_through(ns: str) -> None:
+    def double_jvp(ctx: Any, x_t: torch.Tensor) -> torch.Tensor:
+        return 2 * x_t
+
+    op = make_op(ns, Recorder(), jvp=double_jvp)
+    assert op.has_jvp and op.jvp is double_jvp
+    x, t = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(torch.func.jvp(op, (x,), (t,))[1], 2 * t)
+    with pytest.raises(TypeError, match=f"{ns}::double: jvp must be a callable"):
+        make_op(ns, Recorder(), jvp="nope")
+
+
 class FakeDeviceModule:
     """Stands in for torch.cuda: records device switches."""
 

@@ -14,6 +14,15 @@ A backward may return, for an input that the op broadcasts, a gradient of the br
 it is summed to the input's shape as autograd does (``sum_to_size``). The derived batched
 backward does this per sample, so the sum never runs over the batch; a gradient that cannot
 be summed to its input's shape is an error naming the op, the argument and both shapes.
+
+Forward mode: with a user ``jvp`` the same Function gets a ``jvp`` staticmethod, and the kernel
+applies it when a tangent passes through the call (``torch.func.jvp``/``jacfwd`` at the top of
+functorch's stack, or a dual tensor). Each forward-mode level reaches the kernel with its own
+wrapper tensors, so one Function per level composes with ``grad``, ``jacrev`` and ``vmap`` as
+the backward does. The batched op's jvp is ``vmap`` of the user's ``setup_context`` + ``jvp``.
+Tangents arrive input-shaped; an output tangent must have its output's shape (an error naming
+the op and both shapes otherwise, never a silently broadcast tangent). Without a ``jvp`` the
+kernel raises when a tangent would pass: a lost tangent would be silently zero.
 """
 
 from __future__ import annotations
@@ -27,25 +36,46 @@ from ._signature import Signature
 from ._torch_private import (
     SingleLevelFunction,
     apply_function,
+    call_below_jvp_level,
     enable_single_level_autograd_function,
     forward_mode_ad_active,
+    grad_modes,
+    tangent_flags,
+    tangents_of_outer_levels,
+    transform_grad_modes,
 )
 
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 
 SetupContext = Callable[[Any, tuple[Any, ...], Any], None]
 Backward = Callable[..., Any]
+Jvp = Callable[..., Any]
 
 
 class DerivedContext:
-    """A stand-in for autograd's ``ctx`` when the user's backward runs under ``vmap``."""
+    """A stand-in for autograd's ``ctx`` when the user's backward (or jvp) runs under ``vmap``.
 
-    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+    ``saved_tensors`` is what ``save_for_backward`` saved; in a jvp (``for_jvp``) it is what
+    ``save_for_forward`` saved if anything, as autograd's ``ctx`` gives it to a jvp.
+    """
+
+    def __init__(self, needs_input_grad: tuple[bool, ...], for_jvp: bool = False) -> None:
         self.needs_input_grad = needs_input_grad
-        self.saved_tensors: tuple[Any, ...] = ()
+        self._for_jvp = for_jvp
+        self._saved: tuple[Any, ...] = ()
+        self.saved_for_forward: tuple[Any, ...] | None = None
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        if self._for_jvp and self.saved_for_forward is not None:
+            return self.saved_for_forward
+        return self._saved
 
     def save_for_backward(self, *tensors: Any) -> None:
-        self.saved_tensors = tensors
+        self._saved = tensors
+
+    def save_for_forward(self, *tensors: Any) -> None:
+        self.saved_for_forward = tensors
 
     def mark_non_differentiable(self, *args: Any) -> None:
         """Accepted for compatibility: the batched op's own Function does the marking."""
@@ -159,6 +189,47 @@ def check_grad_shape(
         )
 
 
+def _normalize_tangents(qualname: str, tangents: Any, count: int) -> tuple[Any, ...]:
+    result = tangents if isinstance(tangents, tuple) else (tangents,)
+    if len(result) != count:
+        raise RuntimeError(
+            f"opreg: {qualname}: jvp returned {len(result)} tangents, expected one per output "
+            f"({count}; use None for an output that gets no tangent)"
+        )
+    return result
+
+
+def output_shapes(outputs: Sequence[Any]) -> list[torch.Size | None]:
+    """Each output's shape (None for a non-tensor), for :func:`check_tangents`."""
+    return [o.shape if isinstance(o, torch.Tensor) else None for o in outputs]
+
+
+def check_tangents(
+    qualname: str, tangents: Sequence[Any], shapes: Sequence[torch.Size | None]
+) -> None:
+    """Raise unless every output tangent is None or a tensor of its output's shape."""
+    for i, (t, shape) in enumerate(zip(tangents, shapes, strict=True)):
+        if t is None:
+            continue
+        if shape is None:
+            raise RuntimeError(
+                f"opreg: {qualname}: jvp returned a tangent for output {i}, which is not a "
+                "tensor; return None for it"
+            )
+        if not isinstance(t, torch.Tensor):
+            raise RuntimeError(
+                f"opreg: {qualname}: jvp returned a {type(t).__name__} as the tangent of output "
+                f"{i}; return a tensor of the output's shape, or None"
+            )
+        if t.shape != shape:
+            raise RuntimeError(
+                f"opreg: {qualname}: jvp returned a tangent of shape {tuple(t.shape)} for output "
+                f"{i} of shape {tuple(shape)}; an output tangent must have its output's shape "
+                "(the tangent of an input the op broadcasts has the input's shape: expand it, "
+                "e.g. x_t.expand(out.shape))"
+            )
+
+
 def non_differentiable_backward(qualname: str) -> Backward:
     def backward(ctx: Any, *grads: Any) -> Any:
         raise RuntimeError(
@@ -175,15 +246,18 @@ def below_autograd(kernel: Callable[..., Any]) -> Callable[..., Any]:
 
     The op's ``Autograd`` key is a fallthrough (no Python crossing), which leaves autograd on
     inside the kernels below it: without this guard a Python fallback made of differentiable
-    torch calls would record a graph, and its derivative would leak through ``.backward()``.
+    torch calls would record a graph, and its derivative would leak through ``.backward()``
+    (or, for dual tensors, its forward-mode tangent would leak into the output).
     """
     below = torch._C._AutoDispatchBelowAutograd
     grad_enabled = torch.is_grad_enabled
     tensor = torch.Tensor
+    forward_ad = torch.autograd.forward_ad  # its _current_level is >= 0 inside a dual level
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        # Only inputs that require grad can start a graph. The guard costs ~0.4 us, so it is
-        # entered only for them (random ops, the usual non-differentiable ones, take none).
+        # Only inputs that require grad can start a graph, and only inside a dual level can a
+        # tangent flow (forward AD, dual tensors). The guard costs ~0.4 us, so it is entered
+        # only then (random ops, the usual non-differentiable ones, take no such inputs).
         if grad_enabled():
             for a in args:
                 if isinstance(a, tensor):
@@ -192,13 +266,24 @@ def below_autograd(kernel: Callable[..., Any]) -> Callable[..., Any]:
                 elif isinstance(a, (list, tuple)) and _requires_grad(a):
                     break
             else:
-                if not (kwargs and any(map(_requires_grad, kwargs.values()))):
+                if forward_ad._current_level < 0 and not (
+                    kwargs and any(map(_requires_grad, kwargs.values()))
+                ):
                     return kernel(*args, **kwargs)
             with below():
                 return kernel(*args, **kwargs)
-        return kernel(*args, **kwargs)
+        if forward_ad._current_level < 0:
+            return kernel(*args, **kwargs)
+        with below():
+            return kernel(*args, **kwargs)
 
     return guarded
+
+
+def unflatten_tangents(spec: tuple[int, ...], flat: Sequence[Any]) -> tuple[Any, ...]:
+    """Tangents per declared input: a list input's is a list (None if no element has one)."""
+    out = unflatten_inputs(spec, flat)
+    return tuple(None if isinstance(t, list) and all(e is None for e in t) else t for t in out)
 
 
 def make_autograd_kernel(
@@ -209,8 +294,14 @@ def make_autograd_kernel(
     backward: Backward,
     *,
     user_backward: bool = False,
+    jvp: Jvp | None = None,
+    user_jvp: bool = False,
 ) -> Callable[..., Any]:
     """The ``Autograd`` kernel (``with_keyset=True``) of one operator.
+
+    ``jvp``: the forward-mode rule (``jvp(ctx, *input_tangents)``, one tangent per declared
+    input, a list of them for a list input); None: forward mode through the op raises.
+    ``user_jvp``: it is the user's (an error without ``setup_context`` then says so).
 
     ``user_backward``: ``backward`` is the user's; if it fails while no ``setup_context`` was
     given, the error says that ``ctx`` holds nothing saved, and a gradient whose shape cannot
@@ -220,16 +311,24 @@ def make_autograd_kernel(
     """
     names = signature.names
     count = len(names)
+    single_output = signature.num_returns == 1
     call = overload._op
     tensor = torch.Tensor
 
-    def forward(spec: tuple[int, ...], *flat: Any) -> Any:
+    def forward(meta: tuple[tuple[int, ...], Any], *flat: Any) -> Any:
+        spec, modes = meta
         args, kwargs = signature.split(unflatten_inputs(spec, flat))
-        with torch._C._AutoDispatchBelowAutograd():
+        if modes is None:
+            with torch._C._AutoDispatchBelowAutograd():
+                return call(*args, **kwargs)
+        # Autograd runs forward with gradients and tangents off; under torch.func the call
+        # goes on to the outer levels, which must differentiate it as the kernel found them
+        # (jacrev(jacrev(op)), jacfwd(jacrev(op)) would silently lose the op's term otherwise).
+        with grad_modes(modes), torch._C._AutoDispatchBelowAutograd():
             return call(*args, **kwargs)
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        spec = inputs[0]
+        spec = inputs[0][0]
         ctx.opreg_spec = spec
         needs = ctx.needs_input_grad  # per flat input; entry 0: the spec's
         if not user_backward:
@@ -244,6 +343,14 @@ def make_autograd_kernel(
         )
         if setup_context is not None:
             setup_context(ctx, unflatten_inputs(spec, inputs[1:]), output)
+        if jvp is not None:
+            ctx.opreg_tangents = tangent_flags(inputs)
+            ctx.opreg_out_shapes = output_shapes((output,) if single_output else tuple(output))
+            # The jvp runs before autograd saves what setup_context saved for the backward:
+            # hand the same tensors to the jvp (as save_for_forward), unless it saved its own.
+            to_save = ctx.to_save
+            if to_save is not None and ctx.saved_for_forward is None:
+                ctx.save_for_forward(*to_save)
 
     def backward_wrapper(ctx: Any, *grads: Any) -> Any:
         spec = ctx.opreg_spec
@@ -267,24 +374,53 @@ def make_autograd_kernel(
                     check_grad_shape(qualname, names, spec, i - 1, g, shapes[i])  # autograd sums
         return (None, *flat)
 
-    function = type(
-        f"{qualname.replace('::', '_')}_Function",
-        (SingleLevelFunction,),
-        {
-            "forward": staticmethod(forward),
-            "setup_context": staticmethod(setup),
-            "backward": staticmethod(backward_wrapper),
-        },
-    )
+    def jvp_wrapper(ctx: Any, *flat_tangents: Any) -> Any:
+        flags = ctx.opreg_tangents
+        if flags is not None:  # None, not the zeros autograd made up, for no tangent
+            flat_tangents = tuple(
+                t if f else None for t, f in zip(flat_tangents, flags, strict=True)
+            )
+        tangents = unflatten_tangents(ctx.opreg_spec, flat_tangents[1:])
+        assert jvp is not None  # the Function has no jvp otherwise
+        try:
+            with tangents_of_outer_levels():
+                result = jvp(ctx, *tangents)
+        except (AttributeError, IndexError, ValueError) as exc:
+            if not user_jvp or setup_context is not None:
+                raise
+            raise RuntimeError(
+                f"opreg: {qualname}: jvp raised {type(exc).__name__}: {exc}. The op was "
+                "registered without setup_context, so ctx holds no saved tensors or attributes; "
+                "pass setup_context=... to save what jvp needs."
+            ) from exc
+        shapes = ctx.opreg_out_shapes
+        result = _normalize_tangents(qualname, result, len(shapes))
+        check_tangents(qualname, result, shapes)
+        return result[0] if single_output else result
+
+    methods: dict[str, Any] = {
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(setup),
+        "backward": staticmethod(backward_wrapper),
+    }
+    if jvp is not None:
+        methods["jvp"] = staticmethod(jvp_wrapper)
+    function = type(f"{qualname.replace('::', '_')}_Function", (SingleLevelFunction,), methods)
     redispatch = overload._handle.redispatch_boxed
     grad_enabled = torch.is_grad_enabled
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if forward_mode_ad_active(args, kwargs):
+            if jvp is not None:
+                spec, flat = flatten_inputs(signature.full_args(args, kwargs))
+                with enable_single_level_autograd_function():
+                    return apply_function(function, (spec, transform_grad_modes()), *flat)
             raise RuntimeError(
-                f"opreg: {qualname}: forward-mode AD (torch.func.jvp, jacfwd, dual tensors) "
-                "through this op is not supported; its tangent would be lost. Use reverse mode "
-                "(torch.func.grad, vjp, jacrev), or differentiable=False if no gradient flows."
+                f"opreg: {qualname}: forward-mode AD (torch.func.jvp, jacfwd, hessian, dual "
+                "tensors) through this op needs a jvp: the op was registered without one, and "
+                "its tangent would be lost. Pass jvp=... (with setup_context=...) to "
+                "register_vmap_op, use reverse mode (torch.func.grad, vjp, jacrev), or "
+                "differentiable=False if no gradient flows."
             )
         if grad_enabled():
             needs_grad = False
@@ -299,7 +435,7 @@ def make_autograd_kernel(
             if needs_grad or (kwargs and any(map(_requires_grad, kwargs.values()))):
                 spec, flat = flatten_inputs(signature.full_args(args, kwargs))
                 with enable_single_level_autograd_function():
-                    return apply_function(function, spec, *flat)
+                    return apply_function(function, (spec, transform_grad_modes()), *flat)
         return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
 
     return kernel
@@ -338,12 +474,7 @@ def derive_batched_backward(
         )
 
     def derived_backward(ctx: Any, *grads: Any) -> Any:
-        spec, in_other, out_other, in_is_t, out_is_t = ctx.opreg_derived
-        saved = iter(ctx.saved_tensors)
-        flat_in = [next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True)]
-        outputs = tuple(next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True))
-        inputs = unflatten_inputs(spec, flat_in)
-        input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
+        spec, flat_in, inputs, input_dims, outputs, out_is_t = saved_values(ctx)
         needs = tuple(ctx.needs_input_grad)
         grad_dims = tuple(
             d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True)
@@ -379,6 +510,83 @@ def derive_batched_backward(
         return unflatten_inputs(spec, flat_grads)
 
     return setup, derived_backward
+
+
+def saved_values(
+    ctx: Any,
+) -> tuple[tuple[int, ...], list[Any], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], Any]:
+    """The batched op's inputs and outputs as its derived ``setup_context`` saved them:
+    ``(spec, flat inputs, inputs, their vmap in_dims, outputs, which outputs are tensors)``."""
+    spec, in_other, out_other, in_is_t, out_is_t = ctx.opreg_derived
+    saved = iter(ctx.saved_tensors)
+    flat_in = [next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True)]
+    outputs = tuple(next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True))
+    inputs = unflatten_inputs(spec, flat_in)
+    input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
+    return spec, flat_in, inputs, input_dims, outputs, out_is_t
+
+
+def _tangent_dims(tangent: Any) -> Any:
+    """vmap in_dims of a declared input's tangent: batched at 0 where it is a tensor."""
+    if isinstance(tangent, list):
+        return [0 if isinstance(t, torch.Tensor) else None for t in tangent]
+    return 0 if isinstance(tangent, torch.Tensor) else None
+
+
+def derive_batched_jvp(
+    qualname: str, out_dims: Sequence[int | None], setup_context: SetupContext | None, jvp: Jvp
+) -> Jvp:
+    """The batched op's ``jvp``, derived from the user's by vmap (the batched op's
+    ``setup_context`` is :func:`derive_batched_backward`'s).
+
+    Replays the user's ``setup_context`` and ``jvp`` per sample under ``torch.vmap``; each
+    per-sample tangent must have its per-sample output's shape, and the batched tangents come
+    back batched where the outputs are (``out_dims``).
+    """
+    single_output = len(out_dims) == 1
+
+    def derived_jvp(ctx: Any, *tangents: Any) -> Any:
+        _, _, inputs, input_dims, outputs, out_is_t = saved_values(ctx)
+        needs = tuple(ctx.needs_input_grad)
+        output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
+        present: list[bool] = []
+
+        def per_sample(ins: tuple[Any, ...], outs: tuple[Any, ...], ts: tuple[Any, ...]) -> Any:
+            sample_ctx = DerivedContext(needs, for_jvp=True)
+            if setup_context is not None:
+                setup_context(sample_ctx, ins, outs[0] if single_output else outs)
+            result = _normalize_tangents(qualname, jvp(sample_ctx, *ts), len(outs))
+            check_tangents(qualname, result, output_shapes(outs))
+            present[:] = [isinstance(t, torch.Tensor) for t in result]
+            return tuple(t for t in result if isinstance(t, torch.Tensor))
+
+        def batched_jvp(inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
+            tangent_dims = tuple(_tangent_dims(t) for t in tangents)
+            batched = torch.vmap(per_sample, in_dims=(input_dims, output_dims, tangent_dims))(
+                inputs, outputs, tangents
+            )
+            it = iter(batched)
+            result: list[Any] = []
+            for i, p in enumerate(present):
+                if not p:
+                    result.append(None)
+                    continue
+                d = out_dims[i]
+                if d is None:
+                    raise RuntimeError(
+                        f"opreg: {qualname}: output {i} has vmap_out_dims None (the same for "
+                        "every batch entry), so the batched op cannot carry a tangent per entry "
+                        "for it; give the output a batch dim in vmap_out_dims to use "
+                        "forward-mode AD under vmap"
+                    )
+                t = next(it)
+                result.append(t if d == 0 else t.movedim(0, d))
+            return tuple(result)
+
+        # torch.vmap cannot start inside the jvp level's dispatch: run one level below it.
+        return call_below_jvp_level(batched_jvp, inputs, outputs, tangents)
+
+    return derived_jvp
 
 
 def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., Any]:

@@ -84,6 +84,7 @@ class VmapOp(OpOverload[P, R]):
     schema: str
     backward: Callable[..., Any] | None
     setup_context: Callable[..., Any] | None
+    jvp: Callable[..., Any] | None  #: the forward-mode rule, or None
     differentiable: bool
     sample_inputs: SampleInputs | None
     sharding: Any  #: the resolved ``ShardingRule`` or None (see ``register_sharding_rule``)
@@ -96,6 +97,11 @@ class VmapOp(OpOverload[P, R]):
     @property
     def has_backward(self) -> bool:
         return self.backward is not None
+
+    @property
+    def has_jvp(self) -> bool:
+        """Whether forward-mode AD (``torch.func.jvp``, ``jacfwd``, dual tensors) is defined."""
+        return self.jvp is not None
 
     @property
     def kernel_device_types(self) -> frozenset[str]:

@@ -30,6 +30,7 @@ class Options:
     backward: Callable[..., Any] | None
     setup_context: Callable[..., Any] | None
     differentiable: bool
+    jvp: Callable[..., Any] | None
     sample_inputs: SampleInputs | None
     sharding: ShardingSpec | None
 
@@ -79,7 +80,14 @@ def normalize_out_dims(qualname: str, value: object, num_returns: int) -> tuple[
 def validate(fn: Callable[..., Any], qualname: str, o: Options) -> None:
     """Check the options that don't need the schema; errors name the op."""
     check_callable(qualname, "fake_fn", o.fake_fn, required=True)
-    for label in ("vmap_fn", "fake_vmap_fn", "vmap_wrap_inputs", "backward", "setup_context"):
+    for label in (
+        "vmap_fn",
+        "fake_vmap_fn",
+        "vmap_wrap_inputs",
+        "backward",
+        "setup_context",
+        "jvp",
+    ):
         check_callable(qualname, label, getattr(o, label))
     check_callable(qualname, "sample_inputs", o.sample_inputs)
     if o.vmap_fn is not None and o.fake_vmap_fn is None:
@@ -95,13 +103,17 @@ def validate(fn: Callable[..., Any], qualname: str, o: Options) -> None:
         raise ValueError(f"opreg: {qualname}: max_vmap_level must be at least 1, got {level}")
     if not isinstance(o.differentiable, bool):
         raise TypeError(f"opreg: {qualname}: differentiable must be a bool")
-    if o.setup_context is not None and o.backward is None:
-        raise ValueError(f"opreg: {qualname}: setup_context is given but backward is not")
-    if o.backward is not None and not o.differentiable:
+    if o.setup_context is not None and o.backward is None and o.jvp is None:
         raise ValueError(
-            f"opreg: {qualname}: backward is given but differentiable=False declares that no "
-            "gradient flows through the op"
+            f"opreg: {qualname}: setup_context is given but backward is not (nor jvp): it "
+            "fills the ctx that they receive"
         )
+    for label in ("backward", "jvp"):
+        if getattr(o, label) is not None and not o.differentiable:
+            raise ValueError(
+                f"opreg: {qualname}: {label} is given but differentiable=False declares that no "
+                "gradient flows through the op"
+            )
 
 
 def check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[str, ...]) -> None:

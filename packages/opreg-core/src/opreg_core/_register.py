@@ -12,6 +12,7 @@ from . import _registry
 from ._autograd import (
     below_autograd,
     derive_batched_backward,
+    derive_batched_jvp,
     make_autograd_kernel,
     make_mutation_kernel,
     non_differentiable_backward,
@@ -134,10 +135,16 @@ def _register(fn: Callable[P, R], o: Options) -> VmapOp[P, R]:
     out_dims = normalize_out_dims(qualname, o.vmap_out_dims, signature.num_returns)
     if o.sharding is not None:
         sharding_rule(o.sharding, qualname)  # refuse a bad rule before registering anything
-    if signature.mutated and o.backward is not None:
+    if o.jvp is not None and signature.returns_list:
         raise ValueError(
-            f"opreg: {qualname}: backward is not supported for ops that mutate their arguments"
+            f"opreg: {qualname}: jvp is not supported for ops that return a list of tensors "
+            "(autograd tracks no tangent on a list output); return a tuple of tensors instead"
         )
+    for label in ("backward", "jvp"):
+        if signature.mutated and getattr(o, label) is not None:
+            raise ValueError(
+                f"opreg: {qualname}: {label} is not supported for ops that mutate their arguments"
+            )
 
     with _registry.registry_lock():
         previous = _registry.lookup(qualname)
@@ -228,6 +235,8 @@ def _build(
                 o.setup_context,
                 backward,
                 user_backward=o.backward is not None,
+                jvp=o.jvp,
+                user_jvp=True,
             ),
             "Autograd",
             "autograd",
@@ -237,9 +246,14 @@ def _build(
             setup_b, backward_b = derive_batched_backward(
                 qualname, signature.names, out_dims, o.setup_context, backward
             )
+            jvp_b = (
+                None
+                if o.jvp is None
+                else derive_batched_jvp(qualname, out_dims, o.setup_context, o.jvp)
+            )
             reg.impl(
                 batched_name,
-                make_autograd_kernel(qualname, batched, signature, setup_b, backward_b),
+                make_autograd_kernel(qualname, batched, signature, setup_b, backward_b, jvp=jvp_b),
                 "Autograd",
                 "derived autograd",
                 with_keyset=True,
@@ -266,6 +280,7 @@ def _build(
         schema=signature.schema,
         backward=o.backward,
         setup_context=o.setup_context,
+        jvp=o.jvp,
         differentiable=o.differentiable,
         sample_inputs=o.sample_inputs,
         module=getattr(fn, "__module__", None) or "",
@@ -326,6 +341,7 @@ def register_vmap_op(
     schema: str | None = None,
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
+    jvp: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
     sharding: ShardingSpec | None = None,
@@ -349,6 +365,7 @@ def register_vmap_op(
     schema: str | None = None,
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
+    jvp: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
     sharding: ShardingSpec | None = None,
@@ -371,6 +388,7 @@ def register_vmap_op(
     schema: str | None = None,
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
+    jvp: Callable[..., Any] | None = None,
     differentiable: bool = True,
     sample_inputs: SampleInputs | None = None,
     sharding: ShardingSpec | None = None,
@@ -403,6 +421,14 @@ def register_vmap_op(
             ``setup_context`` receives all inputs in declaration order (kwarg-only ones last).
             Works under ``.backward()``, ``torch.func.grad``/``jacrev``/``vjp`` and with vmap;
             the batched op's backward is derived from this one.
+        jvp: forward-mode AD: ``jvp(ctx, *input_tangents) -> output tangent(s)``, with the
+            ``ctx`` filled by ``setup_context`` (its ``saved_tensors`` included) and one tangent
+            per input in declaration order (None for non-tensor inputs and inputs without a
+            tangent; a list for a list of tensors). Return one tangent per output, of the
+            output's shape (None for no tangent). Works under ``torch.func.jvp``/``jacfwd``/
+            ``hessian``, dual tensors (``torch.autograd.forward_ad``) and their compositions
+            with ``vmap``, ``grad`` and ``jacrev``; the batched op's jvp is derived from this
+            one. Without it forward mode through the op raises.
         differentiable: ``False`` declares the outputs non-differentiable by nature (random
             numbers, indices): no gradient flows, and calls take the cheapest dispatch path.
         sample_inputs: ``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks.
@@ -428,6 +454,7 @@ def register_vmap_op(
         schema=schema,
         backward=backward,
         setup_context=setup_context,
+        jvp=jvp,
         differentiable=differentiable,
         sample_inputs=sample_inputs,
         sharding=sharding,

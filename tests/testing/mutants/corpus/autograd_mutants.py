@@ -287,3 +287,124 @@ MUTANTS = [
         _inner_op_without_backward,
     ),
 ]
+
+
+# -- forward mode (ops with a jvp) ----------------------------------------------------------------
+
+
+def _cos_backward(ctx: Any, g: Tensor) -> Tensor:
+    return g * torch.cos(_x(ctx))
+
+
+def _sin_jvp(name: str, wrong: str, jvp: Any) -> Mutant:
+    """``sin(x)`` with a right backward and the given jvp (ctx.saved_tensors = (x, out))."""
+
+    def build(ns: OpNamespace) -> Any:
+        return unary(
+            ns,
+            name,
+            torch.sin,
+            vmap_fn=torch.sin,
+            backward=_cos_backward,
+            setup_context=save_inputs,
+            jvp=jvp,
+        )
+
+    return Mutant(name, "autograd", wrong, build)
+
+
+def _xyy_backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+    x, y, _ = ctx.saved_tensors
+    return g * y * y, g * 2 * x * y
+
+
+def _pair_jvp(name: str, wrong: str, jvp: Any) -> Mutant:
+    """``x * y * y`` with a right backward and the given jvp."""
+
+    def build(ns: OpNamespace) -> Any:
+        return register_vmap_op(
+            lambda x, y: x * y * y,
+            name=ns.qualname(name),
+            schema="(Tensor x, Tensor y) -> Tensor",
+            fake_fn=lambda x, y: torch.empty_like(x),
+            vmap_fn=lambda x, y: x * y * y,
+            fake_vmap_fn=lambda x, y: torch.empty_like(x),
+            backward=_xyy_backward,
+            setup_context=save_inputs,
+            jvp=jvp,
+            sample_inputs=pairs,
+        )
+
+    return Mutant(name, "autograd", wrong, build)
+
+
+def _jvp_swapped(ctx: Any, x_t: Tensor | None, y_t: Tensor | None) -> Tensor:
+    x, y, _ = ctx.saved_tensors
+    out = torch.zeros_like(x)
+    if y_t is not None:
+        out = out + y_t * y * y  # the tangent of y where x's belongs
+    if x_t is not None:
+        out = out + 2 * x * y * x_t
+    return out
+
+
+def _jvp_drops_y(ctx: Any, x_t: Tensor | None, y_t: Tensor | None) -> Tensor:
+    x, y, _ = ctx.saved_tensors
+    return torch.zeros_like(x) if x_t is None else x_t * y * y  # forgets y's tangent
+
+
+def _half_precision_jvp(ctx: Any, x_t: Tensor) -> Tensor:
+    # cos in float16: within finite differences' tolerance (gradcheck passes), but not the
+    # transpose of the float64 backward
+    return x_t * torch.cos(_x(ctx)).half().to(x_t.dtype)
+
+
+def _item_jvp(ctx: Any, x_t: Tensor | None, c_t: Tensor | None) -> Tensor:
+    x, c, _ = ctx.saved_tensors
+    out = torch.zeros_like(x)
+    if x_t is not None:
+        out = out + x_t * c.item()  # .item(): no per-sample value under vmap
+    if c_t is not None:
+        out = out + x * c_t
+    return out
+
+
+def _xc_backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+    x, c, _ = ctx.saved_tensors
+    return g * c, (g * x).sum()
+
+
+def _jvp_item(ns: OpNamespace) -> Any:
+    return register_vmap_op(
+        lambda x, c: x * c,
+        name=ns.qualname("jvp_calls_item"),
+        schema="(Tensor x, Tensor c) -> Tensor",
+        fake_fn=lambda x, c: torch.empty_like(x),
+        backward=_xc_backward,
+        setup_context=save_inputs,
+        jvp=_item_jvp,
+        sample_inputs=_scalar_samples,
+    )
+
+
+MUTANTS += [
+    _sin_jvp("jvp_sign", "the jvp has the wrong sign", lambda c, t: -t * torch.cos(_x(c))),
+    _sin_jvp("jvp_scale", "the jvp is twice too large", lambda c, t: 2 * t * torch.cos(_x(c))),
+    _sin_jvp(
+        "jvp_inconsistent_with_backward",
+        "the jvp computes in float16: finite differences cannot see it, the backward can",
+        _half_precision_jvp,
+    ),
+    _pair_jvp(
+        "jvp_arguments_swapped",
+        "the jvp uses the tangent of y where x's belongs and the other way round",
+        _jvp_swapped,
+    ),
+    _pair_jvp("jvp_drops_a_tangent", "the jvp forgets the tangent of y", _jvp_drops_y),
+    Mutant(
+        "jvp_calls_item",
+        "autograd",
+        "the jvp calls .item() on an input: right for one sample, fails under vmap",
+        _jvp_item,
+    ),
+]

@@ -459,3 +459,124 @@ CORRECT = [
     _triton("triton_double", "a Triton kernel that handles any layout (interpreter)"),
     _triton("triton_center", "a Triton op with a right batched launcher (interpreter)"),
 ]
+
+
+# -- forward mode (ops with a jvp) ----------------------------------------------------------------
+
+
+def _sin_with_jvp(ns: OpNamespace) -> Any:
+    return unary(
+        ns,
+        "sin_with_jvp",
+        torch.sin,
+        vmap_fn=torch.sin,
+        backward=lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]),
+        setup_context=save_inputs,
+        jvp=lambda ctx, t: t * torch.cos(ctx.saved_tensors[0]),
+    )
+
+
+def _xyy_jvp(ctx: Any, x_t: Tensor | None, y_t: Tensor | None) -> Tensor:
+    x, y, _ = ctx.saved_tensors
+    out = torch.zeros_like(x)
+    if x_t is not None:
+        out = out + x_t * y * y
+    if y_t is not None:
+        out = out + 2 * x * y * y_t
+    return out
+
+
+def _pair_with_jvp(ns: OpNamespace) -> Any:
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, y, _ = ctx.saved_tensors
+        return g * y * y, g * 2 * x * y
+
+    return register_vmap_op(
+        lambda x, y: x * y * y,
+        name=ns.qualname("xyy_with_jvp"),
+        schema="(Tensor x, Tensor y) -> Tensor",
+        fake_fn=lambda x, y: torch.empty_like(x),
+        vmap_fn=lambda x, y: x * y * y,
+        fake_vmap_fn=lambda x, y: torch.empty_like(x),
+        backward=backward,
+        setup_context=save_inputs,
+        jvp=_xyy_jvp,
+        sample_inputs=pairs,
+    )
+
+
+def _exp_forward_only(ns: OpNamespace) -> Any:
+    return unary(
+        ns,
+        "exp_forward_only",
+        torch.exp,
+        vmap_fn=torch.exp,
+        setup_context=save_inputs,
+        jvp=lambda ctx, t: t * ctx.saved_tensors[1],  # the saved output
+    )
+
+
+def _broadcast_jvp(ctx: Any, a_t: Tensor | None, x_t: Tensor | None) -> Tensor:
+    a, x, out = ctx.saved_tensors
+    inner = torch.zeros_like(out)
+    if a_t is not None:
+        inner = inner + a_t * x  # a's tangent has a's shape: the product broadcasts it
+    if x_t is not None:
+        inner = inner + a * x_t
+    return inner * torch.cos(a * x)
+
+
+def _broadcast_with_jvp(ns: OpNamespace) -> Any:
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, x, _ = ctx.saved_tensors
+        c = torch.cos(a * x)
+        return g * x * c, g * a * c
+
+    return register_vmap_op(
+        lambda a, x: torch.sin(a * x),
+        name=ns.qualname("broadcast_sin_with_jvp"),
+        schema="(Tensor a, Tensor x) -> Tensor",
+        fake_fn=lambda a, x: torch.empty_like(x),
+        vmap_fn=_broadcast_batched,
+        fake_vmap_fn=lambda a, x: torch.empty_like(x),
+        backward=backward,
+        setup_context=save_inputs,
+        jvp=_broadcast_jvp,
+        sample_inputs=_broadcast_samples,
+    )
+
+
+def _list_with_jvp(ns: OpNamespace) -> Any:
+    def jvp(ctx: Any, xs_t: list[Tensor | None] | None) -> Tensor | None:
+        if xs_t is None:
+            return None
+        a_t, b_t = xs_t
+        if a_t is None:
+            return None if b_t is None else 2 * b_t
+        return a_t if b_t is None else a_t + 2 * b_t
+
+    return register_vmap_op(
+        lambda xs: xs[0] + 2 * xs[1],
+        name=ns.qualname("list_sum_with_jvp"),
+        schema="(Tensor[] xs) -> Tensor",
+        fake_fn=lambda xs: torch.empty_like(xs[0]),
+        vmap_fn=lambda xs: xs[0] + 2 * xs[1],
+        fake_vmap_fn=lambda xs: torch.empty_like(xs[0]),
+        backward=lambda ctx, g: ([g, 2 * g],),
+        jvp=jvp,
+        sample_inputs=_list_samples,
+    )
+
+
+CORRECT += [
+    CorrectOp("sin_with_jvp", "sin with a backward and a jvp", _sin_with_jvp),
+    CorrectOp("xyy_with_jvp", "x * y * y with a backward and a jvp", _pair_with_jvp),
+    CorrectOp("exp_forward_only", "exp with a jvp and no backward", _exp_forward_only),
+    CorrectOp(
+        "broadcast_sin_with_jvp",
+        "sin(a * x) with a broadcast; the jvp gets a's tangent in a's shape",
+        _broadcast_with_jvp,
+        needs=NEEDS_CORE_REDUCTION,
+    ),
+    CorrectOp("list_sum_with_jvp", "a list input: its tangents come as a list", _list_with_jvp),
+]

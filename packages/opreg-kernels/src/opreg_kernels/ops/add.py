@@ -5,7 +5,8 @@
 - ``vmap_fn`` is the same element-wise computation on batched inputs;
 - the Triton launchers (``jit/add.py``) are named by string, so Triton is
   imported on the first CUDA call and never by ``import opreg_kernels``;
-- the backward sends the incoming gradient to both inputs;
+- the backward sends the incoming gradient to both inputs, and the jvp adds the input
+  tangents (forward mode: ``torch.func.jvp``, ``jacfwd``, ``hessian``, dual tensors);
 - ``sharding="elementwise"`` lets it run on DTensors sharded any way (same placement out).
 """
 
@@ -41,6 +42,12 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return grad, grad
 
 
+def _jvp(ctx: Any, x_t: torch.Tensor | None, y_t: torch.Tensor | None) -> torch.Tensor | None:
+    if x_t is None or y_t is None:  # one shape for both: a lone tangent is the output's
+        return y_t if x_t is None else x_t
+    return torch.add(x_t, y_t)
+
+
 def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
     def make(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         if dtype.is_floating_point:
@@ -66,6 +73,7 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
     fake_vmap_fn=_fake,
     triton_vmap_fn=_LAUNCHER,
     backward=_backward,
+    jvp=_jvp,
     sample_inputs=_sample_inputs,
 )
 def fused_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -73,6 +81,6 @@ def fused_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
     No broadcasting or type promotion (TypeError/ValueError otherwise). Runs a
     Triton kernel on CUDA when Triton is available; results are identical to
-    ``torch.add``. Gradients flow to both inputs.
+    ``torch.add``. Gradients flow to both inputs, in reverse and forward mode.
     """
     return _add(x, y)

@@ -18,6 +18,15 @@ complex128; the others kept):
 
 The scalar whose gradient the ``torch.func`` part takes is a fixed random weighting of every
 floating output, so every output element contributes.
+
+Forward mode, for ops registered with a ``jvp`` (the steps above run for ops with a backward):
+
+4. ``gradcheck(..., check_forward_ad=True)``: the jvp against finite differences; a mismatch
+   names the first Jacobian entry that differs.
+5. With a backward too: ``<jvp(v), u> == <v, vjp(u)>`` for random input tangents ``v`` and
+   output gradients ``u`` (the jvp and the backward are transposes of one Jacobian).
+6. (option ``functorch``) ``jvp(vmap(op))`` (the batched op's jvp, derived from the user's)
+   and ``vmap(jvp(op))`` against per-sample tangents, on the same batch cases as step 3.
 """
 
 from __future__ import annotations
@@ -240,9 +249,14 @@ def _backward_jacobian(
 
 
 def jacobian_mismatch(
-    fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], names: list[str], eps: float = 1e-6
+    fn: Callable[..., Any],
+    inputs: tuple[torch.Tensor, ...],
+    names: list[str],
+    eps: float = 1e-6,
+    analytical: Callable[..., torch.Tensor] = _backward_jacobian,
 ) -> Mismatch | None:
-    """The first Jacobian entry where the backward and central differences disagree.
+    """The first Jacobian entry where the backward (or ``analytical``, e.g. the jvp's
+    Jacobian) and central differences disagree.
 
     Uses gradcheck's tolerance (``atol=1e-5, rtol=1e-3``); only real inputs and outputs of at
     most 4096 elements are examined (otherwise None: the caller keeps gradcheck's message).
@@ -260,7 +274,7 @@ def jacobian_mismatch(
         def at(x: torch.Tensor, j: int = j) -> torch.Tensor:
             return _flat_outputs(fn(*detached[:j], x, *detached[j + 1 :]))
 
-        analytical = _backward_jacobian(at, t, reference.numel())
+        derived = analytical(at, t, reference.numel())
         columns = []
         for k in range(t.numel()):
             plus, minus = t.clone(), t.clone()
@@ -268,12 +282,174 @@ def jacobian_mismatch(
             minus.view(-1)[k] -= eps
             with torch.no_grad():
                 columns.append((at(plus) - at(minus)) / (2 * eps))
-        numerical = torch.stack(columns, 1) if columns else analytical
+        numerical = torch.stack(columns, 1) if columns else derived
         where = f"Jacobian d(outputs)/d({names[j]}) [flat output index, flat input index]"
-        found = compare_tensors(numerical, analytical, where, tol)
+        found = compare_tensors(numerical, derived, where, tol)
         if found is not None:
             return found
     return None
+
+
+# -- forward mode ----------------------------------------------------------------------------------
+
+#: Why jvp(vmap(op)) or vmap(jvp(op)) can differ from per-sample tangents when the forward
+#: gradcheck passed (it always ran first).
+JVP_VMAP_HINT = (
+    "gradcheck with forward AD passed, so the jvp is right for one sample but not under vmap "
+    "(the batched op's jvp replays it per sample): it may mix batch entries, or use a saved "
+    "tensor from setup_context incorrectly (if the vmap check fails too, fix vmap_fn first)"
+)
+
+
+def _forward_jacobian(
+    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, rows: int
+) -> torch.Tensor:
+    """The Jacobian of flat ``fn`` at ``x`` from the jvp, one column per input element."""
+    x = x.detach()
+    columns = []
+    for k in range(x.numel()):
+        basis = torch.zeros_like(x)
+        basis.view(-1)[k] = 1
+        columns.append(torch.func.jvp(fn, (x,), (basis,))[1])
+    if not columns:
+        return torch.zeros(rows, 0, dtype=x.dtype, device=x.device)
+    return torch.stack(columns, 1)
+
+
+def _forward_gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
+    fn = inputs.function(ctx.target.call)
+    sample = inputs.sample
+    case = "gradcheck with check_forward_ad=True, float64" + (", fast mode" if fast else "")
+    with ctx.step("gradcheck (forward AD)", sample, case):
+        try:
+            torch.autograd.gradcheck(
+                fn,
+                inputs.fresh(),
+                fast_mode=fast,
+                check_forward_ad=True,
+                check_backward_ad=False,
+                check_undefined_grad=False,
+                check_batched_grad=False,
+            )
+        except GradcheckError as exc:
+            names = inputs.names(ctx.target.arg_names)
+            found = jacobian_mismatch(fn, inputs.fresh(), names, analytical=_forward_jacobian)
+            problem = "the jvp disagrees with finite differences (gradcheck with forward AD)"
+            if found is None:
+                raise ctx.failure(f"{problem}: {exc}", sample, case) from exc
+            problem += "; expected = finite differences, actual = jvp"
+            raise ctx.failure(problem, sample, case, mismatch=found) from exc
+
+
+def _tangent_for(x: torch.Tensor) -> torch.Tensor:
+    """A tangent that is an element-wise function of its primal, so the tangent of a batch
+    entry is the entry of the batch's tangent."""
+    return torch.sin(3 * x) + 0.5
+
+
+def _random_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(t.shape, generator=g, dtype=t.dtype).to(t.device)
+
+
+def _jvp_matches_backward(ctx: CheckContext, inputs: Inputs) -> None:
+    """``<jvp(v), u> == <v, vjp(u)>``: the jvp and the backward are one Jacobian's transposes."""
+    sample = inputs.sample
+    xs = tuple(t.detach() for t in inputs.flat())
+    if any(x.is_complex() for x in xs):
+        return  # the identity needs conjugations that differ between conventions
+    fn = inputs.function(ctx.target.call)
+    g = torch.Generator().manual_seed(2468)
+    vs = tuple(_random_like(x, g) for x in xs)
+    case = "jvp against the backward, float64"
+    with ctx.step("torch.func.jvp(op)", sample, case):
+        result = torch.func.jvp(lambda *a: _flat_outputs(fn(*a)), xs, vs)
+        out, tangent = result[0], result[1]
+    if out.is_complex():
+        return
+    u = _random_like(out, g)
+    with ctx.step("the backward", sample, case):
+        fresh = inputs.fresh()
+        flat = _flat_outputs(fn(*fresh))
+        grads = torch.autograd.grad(flat, fresh, u, allow_unused=True) if flat.requires_grad else ()
+    forward = float((tangent * u).sum())
+    backward = sum(
+        float((gr * v).sum()) for gr, v in zip(grads, vs, strict=False) if gr is not None
+    )
+    if abs(forward - backward) <= 1e-6 * (abs(forward) + abs(backward)) + 1e-8:
+        return
+    raise ctx.failure(
+        f"the jvp and the backward disagree: <jvp(v), u> = {forward:.10g} but "
+        f"<v, vjp(u)> = {backward:.10g} for random input tangents v and output gradients u; "
+        "they are transposes of one Jacobian, so one of them is wrong (a sign, a scale, a "
+        "missing term, or the tangents of two arguments swapped)",
+        sample,
+        case,
+    )
+
+
+def _jvp_outputs(
+    op: Callable[..., Any], kwargs: dict[str, Any], positions: Sequence[int]
+) -> Callable[..., Any]:
+    """``(*args) -> tangents of the floating outputs`` for the tangents :func:`_tangent_for`
+    gives the differentiated arguments."""
+
+    def tangents(*args: Any) -> Any:
+        primals = tuple(args[p] for p in positions)
+
+        def fn(*diff: Any) -> tuple[torch.Tensor, ...]:
+            call = list(args)
+            for p, value in zip(positions, diff, strict=True):
+                call[p] = value
+            return tuple(_floating_outputs(op(*call, **kwargs)))
+
+        directions = tuple(map_tensors(_tangent_for, p) for p in primals)
+        return torch.func.jvp(fn, primals, directions)[1]
+
+    return tangents
+
+
+def _forward_functorch(
+    ctx: CheckContext, sample: SampleInput, positions: list[int], entries: Entries, nested: bool
+) -> int:
+    """``jvp(vmap(op))`` and ``vmap(jvp(op))`` against per-sample tangents."""
+    op = ctx.target.call
+    arg_names = ctx.target.arg_names
+    mutated = {arg_names.index(n) for n in ctx.target.mutated_args if n in arg_names}
+    cases = [
+        c
+        for c in functorch_cases(sample, positions, entries, nested)
+        if all(lvl[p] is not None for lvl in c.levels for p in mutated)
+    ]
+    per_sample = _jvp_outputs(op, sample.kwargs, positions)
+    for case in cases:
+        with ctx.step("torch.func.jvp(op) per batch entry", sample, "jvp, float64"):
+            expected = expected_output(per_sample, sample, case)
+        batched = batched_sample(sample, case)
+        label = f"jvp(vmap(op)), {case}"
+        with ctx.step("jvp(vmap(op))", sample, label, JVP_VMAP_HINT):
+            actual = _jvp_outputs(vmapped(op, case, sample.kwargs, "error"), {}, positions)(
+                *batched.args
+            )
+        _compare_tangents(ctx, expected, actual, sample, label)
+        label = f"vmap(jvp(op)), {case}"
+        with ctx.step("vmap(jvp(op))", sample, label, JVP_VMAP_HINT):
+            actual = vmapped(per_sample, case, {}, "error")(*batched.args)
+        _compare_tangents(ctx, expected, actual, sample, label)
+    return len(cases)
+
+
+def _compare_tangents(
+    ctx: CheckContext, expected: Any, actual: Any, sample: SampleInput, label: str
+) -> None:
+    found = compare(expected, actual, tolerance=GRAD_TOLERANCE)
+    if found is not None:
+        what = label.split(",")[0]
+        raise ctx.failure(
+            f"{what} differs from per-sample tangents ({JVP_VMAP_HINT})",
+            sample,
+            label,
+            mismatch=found,
+        )
 
 
 # -- second order --------------------------------------------------------------------------------
@@ -530,7 +706,7 @@ def _needs_grad(ctx: CheckContext) -> None:
     if op is not None:
         if not op.differentiable:
             raise Skip("the op is declared non-differentiable (differentiable=False)")
-        if not op.has_backward:
+        if not op.has_backward and not op.has_jvp:
             raise Skip("the op has no backward")
         return
     sample = to_double(ctx.samples[0])
@@ -555,8 +731,11 @@ def run_autograd(
         choices = ", ".join(map(repr, BATCH_ENTRIES))
         raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
     _needs_grad(ctx)
+    op = ctx.target.opreg
+    backward = op is None or op.has_backward
+    forward = op is not None and op.has_jvp
     doubled = [to_double(s) for s in ctx.samples]
-    checked = cases = 0
+    checked = cases = forward_cases = 0
     for sample in doubled:
         positions = diff_positions(sample)
         if not positions:
@@ -564,18 +743,29 @@ def run_autograd(
         inputs = Inputs(sample, tuple(positions))
         numel = sum(t.numel() for t in inputs.flat())
         fast = numel > 64 if fast_mode is None else fast_mode
-        _gradcheck(ctx, inputs, fast)
-        if gradgrad:
-            _gradgradcheck(ctx, inputs, fast)
-        if functorch:
-            entries = entries_for(sample, doubled, batch_entries)
-            cases += _functorch(ctx, sample, positions, entries, nested)
+        entries = entries_for(sample, doubled, batch_entries) if functorch else None
+        if backward:
+            _gradcheck(ctx, inputs, fast)
+            if gradgrad:
+                _gradgradcheck(ctx, inputs, fast)
+            if entries is not None:
+                cases += _functorch(ctx, sample, positions, entries, nested)
+        if forward:
+            _forward_gradcheck(ctx, inputs, fast)
+            if backward:
+                _jvp_matches_backward(ctx, inputs)
+            if entries is not None:
+                forward_cases += _forward_functorch(ctx, sample, positions, entries, nested)
         checked += 1
     if not checked:
         raise Skip("no sample has a floating-point tensor argument to differentiate")
-    ctx.info.update(samples=checked, functorch=functorch, gradgrad=gradgrad)
-    if functorch:
+    ctx.info.update(samples=checked, functorch=functorch, gradgrad=gradgrad and backward)
+    if functorch and backward:
         ctx.info["functorch_cases"] = cases
+    if forward:
+        ctx.info["forward_ad"] = True
+        if functorch:
+            ctx.info["forward_functorch_cases"] = forward_cases
 
 
 def check_autograd(
@@ -595,11 +785,15 @@ def check_autograd(
     gradients, with each differentiated argument also unbatched and (``nested``) two nested
     vmaps.
 
-    Skipped for ops declared non-differentiable or without a backward. ``fast_mode`` is passed
-    to gradcheck and gradgradcheck (default: fast mode when the inputs have more than 64
-    elements). ``gradgrad=False`` accepts a backward that is not differentiable (no second
-    derivatives). ``batch_entries`` builds the vmap batch entries as the vmap check does.
-    Raises :class:`CheckFailure`.
+    For an op registered with a ``jvp`` (forward mode): ``gradcheck`` with
+    ``check_forward_ad=True``, ``<jvp(v), u> == <v, vjp(u)>`` against the backward (if any)
+    and (``functorch``) ``jvp(vmap(op))`` and ``vmap(jvp(op))`` against per-sample tangents.
+
+    Skipped for ops declared non-differentiable or with neither a backward nor a jvp.
+    ``fast_mode`` is passed to the gradchecks and gradgradcheck (default: fast mode when the
+    inputs have more than 64 elements). ``gradgrad=False`` accepts a backward that is not
+    differentiable (no second derivatives). ``batch_entries`` builds the vmap batch entries
+    as the vmap check does. Raises :class:`CheckFailure`.
     """
     if batch_entries not in BATCH_ENTRIES:
         choices = ", ".join(map(repr, BATCH_ENTRIES))
