@@ -58,7 +58,10 @@ def test_fresh_namespace_removes_its_ops() -> None:
 def test_enabling_the_interpreter_after_triton_was_imported_warns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(INTERPRET_ENV, raising=False)
+    # setenv, not delenv: monkeypatch undoes a delenv of an absent variable by doing nothing,
+    # which left TRITON_INTERPRET=1 for the rest of the session (on a CUDA host, later
+    # compiled kernels then ran through the interpreter)
+    monkeypatch.setenv(INTERPRET_ENV, "")
     monkeypatch.setitem(
         sys.modules, "triton", sys.modules.get("triton") or types.ModuleType("triton")
     )
