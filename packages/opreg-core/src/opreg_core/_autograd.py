@@ -136,12 +136,19 @@ def flatten_grads(spec: tuple[int, ...], grads: Sequence[Any]) -> list[Any]:
     return flat
 
 
-def _normalize_grads(qualname: str, grads: Any, count: int) -> tuple[Any, ...]:
-    result = grads if isinstance(grads, tuple) else (grads,)
+def _normalize(qualname: str, values: Any, count: int, what: str) -> tuple[Any, ...]:
+    """A user backward's gradients (``what="gradients"``, one per input) or jvp's tangents
+    (``what="tangents"``, one per output) as a tuple of ``count``, or a clear error."""
+    result = values if isinstance(values, tuple) else (values,)
     if len(result) != count:
+        fn, per, none = (
+            ("backward", "input", "inputs that get no gradient")
+            if what == "gradients"
+            else ("jvp", "output", "an output that gets no tangent")
+        )
         raise RuntimeError(
-            f"opreg: {qualname}: backward returned {len(result)} gradients, expected one per "
-            f"input ({count}; use None for inputs that get no gradient)"
+            f"opreg: {qualname}: {fn} returned {len(result)} {what}, expected one per {per} "
+            f"({count}; use None for {none})"
         )
     return result
 
@@ -187,16 +194,6 @@ def check_grad_shape(
             "gradient must have its input's shape or a shape the input broadcasts to (it is "
             "then summed over the broadcast dims)"
         )
-
-
-def _normalize_tangents(qualname: str, tangents: Any, count: int) -> tuple[Any, ...]:
-    result = tangents if isinstance(tangents, tuple) else (tangents,)
-    if len(result) != count:
-        raise RuntimeError(
-            f"opreg: {qualname}: jvp returned {len(result)} tangents, expected one per output "
-            f"({count}; use None for an output that gets no tangent)"
-        )
-    return result
 
 
 def output_shapes(outputs: Sequence[Any]) -> list[torch.Size | None]:
@@ -366,7 +363,7 @@ def make_autograd_kernel(
                 "registered without setup_context, so ctx holds no saved tensors or attributes; "
                 "pass setup_context=... to save what backward needs."
             ) from exc
-        flat = flatten_grads(spec, _normalize_grads(qualname, grads_in, count))
+        flat = flatten_grads(spec, _normalize(qualname, grads_in, count, "gradients"))
         # (A count of gradients other than the inputs' is autograd's to report.)
         if user_backward and len(flat) == len(shapes := ctx.opreg_shapes) - 1:
             for i, g in enumerate(flat, 1):
@@ -394,7 +391,7 @@ def make_autograd_kernel(
                 "pass setup_context=... to save what jvp needs."
             ) from exc
         shapes = ctx.opreg_out_shapes
-        result = _normalize_tangents(qualname, result, len(shapes))
+        result = _normalize(qualname, result, len(shapes), "tangents")
         check_tangents(qualname, result, shapes)
         return result[0] if single_output else result
 
@@ -493,7 +490,7 @@ def derive_batched_backward(
             sample_ctx = DerivedContext(needs)
             if setup_context is not None:
                 setup_context(sample_ctx, ins, outs[0] if single_output else outs)
-            result = _normalize_grads(qualname, backward(sample_ctx, *gs), len(ins))
+            result = _normalize(qualname, backward(sample_ctx, *gs), len(ins), "gradients")
             flat = flatten_grads(spec, result)
             for i, (g, shape) in enumerate(zip(flat, sample_shapes, strict=False)):
                 if shape is not None and isinstance(g, torch.Tensor) and g.shape != shape:
@@ -555,7 +552,7 @@ def derive_batched_jvp(
             sample_ctx = DerivedContext(needs, for_jvp=True)
             if setup_context is not None:
                 setup_context(sample_ctx, ins, outs[0] if single_output else outs)
-            result = _normalize_tangents(qualname, jvp(sample_ctx, *ts), len(outs))
+            result = _normalize(qualname, jvp(sample_ctx, *ts), len(outs), "tangents")
             check_tangents(qualname, result, output_shapes(outs))
             present[:] = [isinstance(t, torch.Tensor) for t in result]
             return tuple(t for t in result if isinstance(t, torch.Tensor))
