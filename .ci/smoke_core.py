@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import torch
+from _smoke import compare, finish
 from torch.func import grad, vmap
 
 import opreg_core
@@ -99,18 +100,11 @@ def main(argv: list[str]) -> int:
             each_sample(x[0], w),
         ),
     }
-    for label, (got, expected) in cases.items():
-        ok = got.shape == expected.shape and torch.allclose(got, expected)
-        print(f"  {'ok ' if ok else 'BAD'} {label}")
-        if not ok:
-            problems.append(f"{label}: the op differs from plain PyTorch")
+    problems += compare(cases, "the op differs from plain PyTorch")
     if "triton" in sys.modules:
         problems.append("running the op imported triton")
-    for problem in problems:
-        print(f"smoke_core: {problem}", file=sys.stderr)
-    print(f"opreg-core {opreg_core.__version__} from {opreg_core.__file__}: ", end="")
-    print("FAILED" if problems else "all good")
-    return 1 if problems else 0
+    summary = f"opreg-core {opreg_core.__version__} from {opreg_core.__file__}"
+    return finish("smoke_core", problems, summary)
 
 
 if __name__ == "__main__":

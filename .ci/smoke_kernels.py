@@ -12,6 +12,7 @@ import math
 import sys
 
 import torch
+from _smoke import compare, finish
 from torch.func import grad, vmap
 
 import opreg_kernels
@@ -60,20 +61,13 @@ def main() -> int:
             uniforms.reshape(2, 2, 8),
         ),
     }
-    for label, (got, expected) in cases.items():
-        ok = got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5)
-        print(f"  {'ok ' if ok else 'BAD'} {label}")
-        if not ok:
-            problems.append(f"{label}: wrong result")
+    problems += compare(cases, "wrong result", atol=1e-5)
     for op in (fused_add, philox_uniform, philox_normal):
         print(f"  {triton_kernel_info(op)}")
     if "triton" in sys.modules:
         problems.append("running the shipped ops imported triton")
-    for problem in problems:
-        print(f"smoke_kernels: {problem}", file=sys.stderr)
-    print(f"opreg-kernels {opreg_kernels.__version__} (fallbacks, no Triton): ", end="")
-    print("FAILED" if problems else "all good")
-    return 1 if problems else 0
+    summary = f"opreg-kernels {opreg_kernels.__version__} (fallbacks, no Triton)"
+    return finish("smoke_kernels", problems, summary)
 
 
 if __name__ == "__main__":
