@@ -7,8 +7,10 @@ goes straight into the dispatcher.
 """
 
 from ._batching import VmapInfo, VmapStats, default_wrap_inputs
+from ._devices import device_type_name
 from ._naming import default_name
 from ._op import KernelHandle, Registration, SampleInput, VmapOp
+from ._options import VmapOpOptions
 from ._register import register_vmap_op
 from ._registry import get_op, registered_ops, unregister
 from ._sharding import (
@@ -38,10 +40,12 @@ __all__ = [
     "ShardingSpec",
     "VmapInfo",
     "VmapOp",
+    "VmapOpOptions",
     "VmapStats",
     "__version__",
     "default_name",
     "default_wrap_inputs",
+    "device_type_name",
     "get_op",
     "register_sharding_rule",
     "register_vmap_op",

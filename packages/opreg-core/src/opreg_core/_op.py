@@ -91,6 +91,10 @@ class VmapOp(OpOverload[P, R]):
     module: str  #: ``fn.__module__``: where the op was defined (the registry groups by it)
     registrations: tuple[Registration, ...]
     vmap_stats: VmapStats
+    #: Data that packages built on opreg-core attach to the op, under a key naming the package
+    #: (e.g. ``"opreg_kernels.triton"``). Each registration starts a fresh, empty dict (earlier
+    #: handles of a re-registered name see the new one); ``unregister`` empties it.
+    extensions: dict[str, object]
     _kernels: dict[tuple[str, bool], KernelHandle]
     _libs: list[Any]
 

@@ -2,15 +2,60 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import Any, Final, TypedDict
 
 from ._op import SampleInputs
 from ._sharding import ShardingSpec
+
+
+class VmapOpOptions(TypedDict, total=False):
+    """The keywords of ``register_vmap_op`` (every argument but ``fn``), for typing wrappers.
+
+    Packages built on opreg-core extend it (``class MyOptions(VmapOpOptions, total=False)``) and
+    forward ``**options`` to ``register_vmap_op`` without listing the keywords again. Defaults:
+    ``vmap_out_dims=0``, ``mutates_args=()``, ``differentiable=True``, every other ``None``;
+    ``fake_fn`` is required (a ``TypeError`` without it). See ``register_vmap_op`` for what
+    each means.
+    """
+
+    fake_fn: Callable[..., Any] | None
+    vmap_fn: Callable[..., Any] | None
+    fake_vmap_fn: Callable[..., Any] | None
+    vmap_wrap_inputs: Callable[..., Any] | None
+    vmap_out_dims: int | Sequence[int | None] | None
+    max_vmap_level: int | None
+    name: str | None
+    mutates_args: str | Sequence[str]
+    device_types: str | Sequence[str] | None
+    schema: str | None
+    backward: Callable[..., Any] | None
+    setup_context: Callable[..., Any] | None
+    jvp: Callable[..., Any] | None
+    differentiable: bool
+    sample_inputs: SampleInputs | None
+    sharding: ShardingSpec | None
+
+
+#: The value of each option that is not given.
+DEFAULTS: Final[Mapping[str, object]] = {
+    **dict.fromkeys(VmapOpOptions.__annotations__),
+    "vmap_out_dims": 0,
+    "mutates_args": (),
+    "differentiable": True,
+}
+
+
+def check_option_names(options: Mapping[str, object], caller: str = "register_vmap_op") -> None:
+    """Refuse a keyword that is not an option, as Python does, with the nearest option named."""
+    for key in options:
+        if key not in DEFAULTS:
+            close = difflib.get_close_matches(key, DEFAULTS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
 
 
 @dataclass(frozen=True)
@@ -33,17 +78,6 @@ class Options:
     jvp: Callable[..., Any] | None
     sample_inputs: SampleInputs | None
     sharding: ShardingSpec | None
-
-
-def dispatch_key_for(device_type: str) -> str:
-    """The backend dispatch key of a device type (``"cuda"`` -> ``"CUDA"``); ValueError if
-    this torch build does not know it."""
-    if not isinstance(device_type, str):
-        raise TypeError(f"device type must be a string, got {type(device_type).__name__}")
-    try:
-        return str(torch._C._dispatch_key_for_device(device_type.strip().lower()))
-    except RuntimeError as exc:
-        raise ValueError(f"device type {device_type!r} is not known to this torch build") from exc
 
 
 def check_callable(qualname: str, label: str, value: object, required: bool = False) -> None:

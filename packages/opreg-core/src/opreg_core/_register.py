@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 import torch
 from torch._ops import OpOverload
@@ -18,18 +18,21 @@ from ._autograd import (
     non_differentiable_backward,
 )
 from ._batching import BatchingRules, VmapStats
+from ._devices import device_type_name, dispatch_key_for
 from ._naming import BATCHED_SUFFIX, default_name, split_name
-from ._op import KernelHandle, Registration, SampleInputs, VmapOp
+from ._op import KernelHandle, Registration, VmapOp
 from ._options import (
+    DEFAULTS,
     Options,
+    VmapOpOptions,
     as_names,
     check_callable,
     check_mutates_args,
-    dispatch_key_for,
+    check_option_names,
     normalize_out_dims,
     validate,
 )
-from ._sharding import ShardingSpec, register_sharding_rule, sharding_rule
+from ._sharding import register_sharding_rule, sharding_rule
 from ._signature import Signature, infer_schema, parse_signature
 from ._torch_private import Library, operator_exists
 
@@ -288,6 +291,7 @@ def _build(
         vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
         _kernels={},
         _libs=[reg.lib],
+        extensions={},
         __doc__=getattr(fn, "__doc__", None),
         __wrapped__=fn,
     )
@@ -308,7 +312,7 @@ def add_kernel(
             f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered "
             "with vmap_fn"
         )
-    device = device_type.strip().lower()
+    device = device_type_name(device_type)
     with _registry.registry_lock():
         old = op._kernels.get((device, batched))
         if old is not None:
@@ -325,73 +329,17 @@ def add_kernel(
 
 
 @overload
-def register_vmap_op(
-    fn: Callable[P, R],
-    /,
-    *,
-    fake_fn: Callable[..., Any] | None = None,
-    vmap_fn: Callable[..., Any] | None = None,
-    fake_vmap_fn: Callable[..., Any] | None = None,
-    vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | Sequence[int | None] | None = 0,
-    max_vmap_level: int | None = None,
-    name: str | None = None,
-    mutates_args: str | Sequence[str] = (),
-    device_types: str | Sequence[str] | None = None,
-    schema: str | None = None,
-    backward: Callable[..., Any] | None = None,
-    setup_context: Callable[..., Any] | None = None,
-    jvp: Callable[..., Any] | None = None,
-    differentiable: bool = True,
-    sample_inputs: SampleInputs | None = None,
-    sharding: ShardingSpec | None = None,
-) -> VmapOp[P, R]: ...
+def register_vmap_op(fn: Callable[P, R], /, **options: Unpack[VmapOpOptions]) -> VmapOp[P, R]: ...
 
 
 @overload
 def register_vmap_op(
-    fn: None = None,
-    /,
-    *,
-    fake_fn: Callable[..., Any] | None = None,
-    vmap_fn: Callable[..., Any] | None = None,
-    fake_vmap_fn: Callable[..., Any] | None = None,
-    vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | Sequence[int | None] | None = 0,
-    max_vmap_level: int | None = None,
-    name: str | None = None,
-    mutates_args: str | Sequence[str] = (),
-    device_types: str | Sequence[str] | None = None,
-    schema: str | None = None,
-    backward: Callable[..., Any] | None = None,
-    setup_context: Callable[..., Any] | None = None,
-    jvp: Callable[..., Any] | None = None,
-    differentiable: bool = True,
-    sample_inputs: SampleInputs | None = None,
-    sharding: ShardingSpec | None = None,
+    fn: None = None, /, **options: Unpack[VmapOpOptions]
 ) -> Callable[[Callable[P, R]], VmapOp[P, R]]: ...
 
 
 def register_vmap_op(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    fake_fn: Callable[..., Any] | None = None,
-    vmap_fn: Callable[..., Any] | None = None,
-    fake_vmap_fn: Callable[..., Any] | None = None,
-    vmap_wrap_inputs: Callable[..., Any] | None = None,
-    vmap_out_dims: int | Sequence[int | None] | None = 0,
-    max_vmap_level: int | None = None,
-    name: str | None = None,
-    mutates_args: str | Sequence[str] = (),
-    device_types: str | Sequence[str] | None = None,
-    schema: str | None = None,
-    backward: Callable[..., Any] | None = None,
-    setup_context: Callable[..., Any] | None = None,
-    jvp: Callable[..., Any] | None = None,
-    differentiable: bool = True,
-    sample_inputs: SampleInputs | None = None,
-    sharding: ShardingSpec | None = None,
+    fn: Callable[P, R] | None = None, /, **options: Unpack[VmapOpOptions]
 ) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
     """Register ``fn`` as a PyTorch operator that works in eager, compile, vmap and autograd.
 
@@ -441,28 +389,12 @@ def register_vmap_op(
     of the op call the new definition. A name held by an operator opreg did not register is
     refused with ``ValueError``.
     """
-    options = Options(
-        fake_fn=fake_fn,
-        vmap_fn=vmap_fn,
-        fake_vmap_fn=fake_vmap_fn,
-        vmap_wrap_inputs=vmap_wrap_inputs,
-        vmap_out_dims=vmap_out_dims,
-        max_vmap_level=max_vmap_level,
-        name=name,
-        mutates_args=mutates_args,
-        device_types=device_types,
-        schema=schema,
-        backward=backward,
-        setup_context=setup_context,
-        jvp=jvp,
-        differentiable=differentiable,
-        sample_inputs=sample_inputs,
-        sharding=sharding,
-    )
+    check_option_names(options)
+    resolved = Options(**{**DEFAULTS, **options})  # type: ignore[arg-type]
     if fn is None:
 
         def decorator(f: Callable[P, R]) -> VmapOp[P, R]:
-            return _register(f, options)
+            return _register(f, resolved)
 
         return decorator
-    return _register(fn, options)
+    return _register(fn, resolved)

@@ -61,12 +61,14 @@ def get_op(qualname: str) -> VmapOp[Any, Any]:
 
 
 def unregister(qualname: str) -> None:
-    """Remove an op and every kernel opreg registered for it (tests use this for cleanup)."""
+    """Remove an op, every kernel opreg registered for it and everything attached to it
+    (``VmapOp.extensions``); tests use this for cleanup."""
     with _lock:
         op = _ops.pop(qualname, None)
         _earlier.pop(qualname, None)
         if op is not None:
             destroy(op)
+            op.extensions.clear()
 
 
 def destroy(op: VmapOp[Any, Any]) -> None:

@@ -221,6 +221,12 @@ def operator_exists(qualname: str) -> bool:
     return True
 
 
+def dispatch_key_for_device(device_type: str) -> str:
+    """The backend dispatch key name of a device type (``"cuda"`` -> ``"CUDA"``); RuntimeError
+    for a device type this torch build does not know."""
+    return str(torch._C._dispatch_key_for_device(device_type))
+
+
 def rebind_call(op_class: type, overload: torch._ops.OpOverload[Any, Any]) -> None:
     """Make instances of ``op_class`` call ``overload`` directly through the C++ entry point."""
     setattr(op_class, "__call__", overload._op)  # noqa: B010 (a class-level slot)

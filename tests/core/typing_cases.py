@@ -1,0 +1,54 @@
+"""Static typing of ``register_vmap_op``'s keywords, checked by ``mypy --strict`` (see
+``test_options.py``). Never run: it only has to type-check.
+
+Each call marked ``# type: ignore[...]`` must be rejected by mypy: ``--strict`` reports an
+unused ignore, so a keyword that mypy stopped checking fails the check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Unpack, assert_type
+
+import torch
+
+from opreg_core import VmapOp, VmapOpOptions, register_vmap_op
+
+
+def _f(x: torch.Tensor, k: int) -> torch.Tensor:
+    return x * k
+
+
+def _fake(x: torch.Tensor, k: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class _ExtendedOptions(VmapOpOptions, total=False):
+    """What a package built on opreg-core does: add its keywords, forward the rest."""
+
+    extra_fn: Callable[..., Any] | None
+
+
+def _register_extended(
+    fn: Callable[[torch.Tensor, int], torch.Tensor], /, **options: Unpack[_ExtendedOptions]
+) -> VmapOp[[torch.Tensor, int], torch.Tensor]:
+    options.pop("extra_fn", None)
+    forwarded: VmapOpOptions = options  # a TypedDict with more keys is a VmapOpOptions
+    return register_vmap_op(fn, **forwarded)
+
+
+def _cases() -> None:
+    op: VmapOp[[torch.Tensor, int], torch.Tensor]
+    op = register_vmap_op(_f, fake_fn=_fake, name="typing_cases::f", differentiable=False)
+    assert_type(op(torch.ones(2), 3), torch.Tensor)
+    decorator = register_vmap_op(fake_fn=_fake, vmap_out_dims=(0,), mutates_args=())
+    op = decorator(_f)
+    op = _register_extended(_f, fake_fn=_fake, extra_fn=None, sharding="elementwise")
+
+    register_vmap_op(_f, fake_fn=_fake, differentiable="yes")  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fn=_fake, max_vmap_level="2")  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fn=_fake, sharding="diagonal")  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fnn=_fake)  # type: ignore[call-overload]
+    register_vmap_op(fake_fn=_fake, name=3)  # type: ignore[call-overload]
+    _register_extended(_f, fake_fn=_fake, extra_fn=3)  # type: ignore[arg-type]
+    op(torch.ones(2), "3")  # type: ignore[arg-type]
