@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from opreg_testing import CheckFailure, SampleInput, check_op, check_vmap
-from opreg_testing.checks._batching import VmapCase, batch_entries, entry, vmap_cases
+from opreg_testing.checks._vmap_cases import VmapCase, batch_entries, entry, vmap_cases
 
 Register = Callable[..., Any]  # the ``register`` fixture (conftest.py)
 

@@ -18,7 +18,9 @@ from opreg_testing import (
     OpCheckFailed,
     SampleInput,
     SampleInputsError,
+    check_fake,
     check_op,
+    check_vmap,
 )
 
 Register = Callable[..., Any]
@@ -115,8 +117,26 @@ def test_bad_arguments_raise(register: Register) -> None:
         check_op(op, options={"speed": {}})
     with pytest.raises(TypeError, match="unknown option\\(s\\) 'backnd' for the compile check"):
         check_op(op, options={"compile": {"backnd": "eager"}})
+    # option values are validated up front, as the check_* functions do
+    with pytest.raises(ValueError, match="batch_entries must be one of"):
+        check_op(op, checks="fake", options={"autograd": {"batch_entries": "nope"}})
+    with pytest.raises(ValueError, match=r"unknown torch\.compile backend 'nope'"):
+        check_op(op, options={"compile": {"backend": "nope"}})
     with pytest.raises(NoSamplesError):
         check_op(register(double, name=op.namespace + "::bare", fake_fn=torch.empty_like))
+
+
+def test_the_check_functions_reject_unknown_keywords_like_python(register: Register) -> None:
+    op = register(double, fake_fn=torch.empty_like, sample_inputs=samples)
+    with pytest.raises(
+        TypeError,
+        match="check_fake\\(\\) got an unexpected keyword argument 'dynamc'; "
+        "the fake check accepts: dynamic, layouts",
+    ):
+        check_fake(op, dynamc=False)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="randomness must be"):
+        check_vmap(op, randomness="sometimes")
+    assert check_fake(op, dynamic=False, layouts=False).info["dynamic"] is False
 
 
 def test_report_says_whether_anything_was_checked(register: Register) -> None:

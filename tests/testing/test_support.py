@@ -70,6 +70,59 @@ def test_enabling_the_interpreter_after_triton_was_imported_warns(
     assert interpreter_enabled()
 
 
+#: TRITON_INTERPRET values and whether they turn the interpreter on (Triton's rule: one of
+#: 1/y/yes/true/on in any case, nothing stripped).
+INTERPRET_VALUES = {
+    "1": True,
+    "y": True,
+    "Y": True,
+    "yes": True,
+    "Yes": True,
+    "true": True,
+    "TRUE": True,
+    "on": True,
+    "oN": True,
+    "": False,
+    "0": False,
+    "2": False,
+    "no": False,
+    "false": False,
+    "off": False,
+    "t": False,
+    " 1": False,
+    "1 ": False,
+    "enable": False,
+}
+
+
+@pytest.mark.parametrize(("value", "expected"), INTERPRET_VALUES.items())
+def test_interpreter_enabled_reads_the_variable_as_triton_does(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
+) -> None:
+    monkeypatch.setenv(INTERPRET_ENV, value)
+    assert interpreter_enabled() is expected
+    monkeypatch.delenv(INTERPRET_ENV)
+    assert not interpreter_enabled()
+
+
+def test_interpreter_enabled_agrees_with_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    triton = pytest.importorskip("triton")
+    runtime = triton.knobs.runtime
+    if "interpret" in vars(runtime):
+        pytest.skip("triton.knobs.runtime.interpret was set in code: it ignores the variable")
+    monkeypatch.setenv(INTERPRET_ENV, "1")  # restored afterwards (setenv: it may be absent)
+    for value in INTERPRET_VALUES:
+        monkeypatch.setenv(INTERPRET_ENV, value)
+        assert interpreter_enabled() is bool(runtime.interpret), repr(value)
+
+
+def test_the_former_name_of_the_triton_device_record_still_works() -> None:
+    import opreg_testing
+
+    assert opreg_testing.TritonDevice is opreg_testing.TritonDeviceChanges
+    assert {"TritonDevice", "TritonDeviceChanges"} <= set(opreg_testing.__all__)
+
+
 def test_ops_in_finds_a_modules_ops() -> None:
     kernels = pytest.importorskip("opreg_kernels")
     names = {op.qualname for op in ops_in("opreg_kernels")}

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .interpreter import (
         INTERPRET_ENV,
         TritonDevice,
+        TritonDeviceChanges,
         TritonUnavailable,
         enable_interpreter,
         interpreter_enabled,
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "SampleInputsError": ".errors",
     "INTERPRET_ENV": ".interpreter",
     "TritonDevice": ".interpreter",
+    "TritonDeviceChanges": ".interpreter",
     "TritonUnavailable": ".interpreter",
     "enable_interpreter": ".interpreter",
     "interpreter_enabled": ".interpreter",
@@ -150,6 +152,7 @@ __all__ = [
     "Status",
     "Tolerance",
     "TritonDevice",
+    "TritonDeviceChanges",
     "TritonUnavailable",
     "__version__",
     "available_devices",

@@ -10,6 +10,11 @@ import torch
 TRITON_CPU = "triton-cpu"
 
 
+def is_triton_cpu(device: object) -> bool:
+    """Whether ``device`` names the pseudo-device :data:`TRITON_CPU` (in any case)."""
+    return isinstance(device, str) and device.strip().lower() == TRITON_CPU
+
+
 def available_devices() -> tuple[str, ...]:
     """``"cpu"``, then ``"cuda"`` when a CUDA device is present."""
     found = ["cpu"]

@@ -12,7 +12,6 @@ opreg-kernels is optional: it is imported only when Triton ops are asked for.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import sys
@@ -20,13 +19,19 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opreg_core import VmapOp, registered_ops
+from opreg_core import VmapOp, device_type_name, registered_ops
+
+if TYPE_CHECKING:
+    from opreg_kernels import TritonKernelInfo
 
 #: The environment variable that makes ``@triton.jit`` kernels run in Triton's interpreter.
 INTERPRET_ENV = "TRITON_INTERPRET"
+
+#: The values of :data:`INTERPRET_ENV` that turn the interpreter on, compared case-insensitively
+#: and without stripping: Triton's own rule (``triton.knobs.runtime.interpret``).
+_INTERPRET_ON = frozenset({"1", "y", "yes", "true", "on"})
 
 
 class TritonUnavailable(RuntimeError):
@@ -53,9 +58,24 @@ def kernels_installed() -> bool:
     return _installed("opreg_kernels")
 
 
+def import_kernels() -> bool:
+    """Import opreg-kernels if it is installed; False if it is not."""
+    try:
+        import opreg_kernels  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name != "opreg_kernels":
+            raise
+        return False
+    return True
+
+
 def interpreter_enabled() -> bool:
-    """Whether ``TRITON_INTERPRET=1`` is set."""
-    return os.environ.get(INTERPRET_ENV, "") == "1"
+    """Whether ``TRITON_INTERPRET`` turns Triton's interpreter on.
+
+    Triton's own rule, without importing Triton (or torch): ``1``, ``y``, ``yes``, ``true`` or
+    ``on``, in any case.
+    """
+    return os.environ.get(INTERPRET_ENV, "").lower() in _INTERPRET_ON
 
 
 def enable_interpreter() -> None:
@@ -76,41 +96,36 @@ def enable_interpreter() -> None:
     os.environ[INTERPRET_ENV] = "1"
 
 
-def kernels_module() -> ModuleType | None:
-    """``opreg_kernels`` if it is installed (imported on demand), else None."""
-    try:
-        return importlib.import_module("opreg_kernels")
-    except ModuleNotFoundError as exc:
-        if exc.name != "opreg_kernels":
-            raise
+def triton_info(op: VmapOp[Any, Any] | str) -> TritonKernelInfo | None:
+    """opreg-kernels' ``TritonKernelInfo`` of ``op`` (the op or its qualified name), or None
+    for an op without Triton kernels. Never imports opreg-kernels: without it loaded, no op
+    has Triton kernels."""
+    if sys.modules.get("opreg_kernels") is None:
         return None
+    from opreg_kernels import triton_kernel_info
 
-
-def loaded_kernels_module() -> ModuleType | None:
-    """``opreg_kernels`` if something already imported it (never imports it)."""
-    return sys.modules.get("opreg_kernels")
-
-
-def triton_info(op: VmapOp[Any, Any]) -> Any | None:
-    """opreg-kernels' ``TritonKernelInfo`` of ``op``, or None for an op without Triton kernels."""
-    kernels = loaded_kernels_module()
-    if kernels is None:
-        return None
     try:
-        return kernels.triton_kernel_info(op)
+        return triton_kernel_info(op)
     except ValueError:
         return None
 
 
-def triton_can_run() -> bool:
-    """Whether Triton kernels really run (opreg-kernels' ``has_triton()``; False without it)."""
-    kernels = loaded_kernels_module()
-    return bool(kernels is not None and kernels.has_triton())
+def kernels_without_triton() -> bool:
+    """Whether opreg-kernels is installed but cannot run Triton kernels here (its
+    ``has_triton()`` is False: Triton absent, broken or disabled); imports opreg-kernels."""
+    if not import_kernels():
+        return False
+    from opreg_kernels import has_triton
+
+    return not has_triton()
 
 
 @dataclass
-class TritonDevice:
-    """What :func:`triton_device` changed, so that it can undo exactly that."""
+class TritonDeviceChanges:
+    """What :func:`triton_device` changed, so that it can undo exactly that (it yields this).
+
+    The former name ``TritonDevice`` still works.
+    """
 
     device_type: str
     ops: list[str] = field(default_factory=list)  #: ops that got a kernel for the device type
@@ -128,6 +143,10 @@ class TritonDevice:
         return False
 
 
+#: The former name of :class:`TritonDeviceChanges` (kept: it is public).
+TritonDevice = TritonDeviceChanges
+
+
 def _restore_env(previous: str | None) -> None:
     if previous is None:
         os.environ.pop(INTERPRET_ENV, None)
@@ -141,49 +160,44 @@ def triton_device(
     ops: Iterable[VmapOp[Any, Any]] | None = None,
     *,
     interpret: bool = True,
-) -> Iterator[TritonDevice]:
+) -> Iterator[TritonDeviceChanges]:
     """Serve ``device_type`` with the Triton kernels of opreg-kernels ops, then undo it.
 
     With ``interpret`` (default) ``TRITON_INTERPRET=1`` is set for the duration, and every op
-    in ``ops`` (default: every live Triton op) gets a kernel for the device type. Where
-    opreg-kernels can undo it (``unregister_triton_device_type``), the device type also becomes
-    a default Triton device type, so that Triton ops registered inside the block get it too.
-    On exit exactly these changes are undone and the environment restored. Raises
+    in ``ops`` (default: every live Triton op) gets a kernel for the device type, which also
+    becomes a default Triton device type, so that Triton ops registered inside the block get
+    it too. On exit exactly these changes are undone and the environment restored. Raises
     :class:`TritonUnavailable` without Triton or opreg-kernels.
     """
     if not triton_installed():
         raise TritonUnavailable("Triton is not installed")
-    kernels = kernels_module()
-    if kernels is None:
+    if not import_kernels():
         raise TritonUnavailable(
             "opreg-kernels is not installed (pip install 'opreg-testing[kernels]')"
         )
-    state = TritonDevice(device_type.strip().lower(), previous_env=os.environ.get(INTERPRET_ENV))
+    from opreg_kernels import (
+        register_triton_device_type,
+        triton_device_types,
+        unregister_triton_device_type,
+    )
+
+    changes = TritonDeviceChanges(
+        device_type_name(device_type), previous_env=os.environ.get(INTERPRET_ENV)
+    )
     if interpret:
         enable_interpreter()  # warns if too late
     try:
-        can_undo = hasattr(kernels, "unregister_triton_device_type")
-        if can_undo and state.device_type not in kernels.triton_device_types():
-            kernels.register_triton_device_type(state.device_type)
-            state.registered_type = True
+        if changes.device_type not in triton_device_types():
+            register_triton_device_type(changes.device_type)
+            changes.registered_type = True
         for op in registered_ops() if ops is None else ops:
-            state.add(op)
-        yield state
+            changes.add(op)
+        yield changes
     finally:
-        for qualname in state.ops:
-            info = triton_info_by_name(qualname)
+        for qualname in changes.ops:
+            info = triton_info(qualname)
             if info is not None:
-                info.remove_device_type(state.device_type)
-        if state.registered_type:
-            kernels.unregister_triton_device_type(state.device_type)
-        _restore_env(state.previous_env)
-
-
-def triton_info_by_name(qualname: str) -> Any | None:
-    kernels = loaded_kernels_module()
-    if kernels is None:
-        return None
-    try:
-        return kernels.triton_kernel_info(qualname)
-    except ValueError:
-        return None
+                info.remove_device_type(changes.device_type)
+        if changes.registered_type:
+            unregister_triton_device_type(changes.device_type)
+        _restore_env(changes.previous_env)

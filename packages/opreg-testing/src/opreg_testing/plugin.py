@@ -215,12 +215,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def triton_runnable() -> str | None:
     """Why Triton kernels cannot run here, or None if they can."""
-    from .interpreter import interpreter_enabled, kernels_module, triton_installed
+    from .interpreter import interpreter_enabled, kernels_without_triton, triton_installed
 
     if not triton_installed():
         return "Triton is not installed"
-    kernels = kernels_module()
-    if kernels is not None and not kernels.has_triton():
+    if kernels_without_triton():
         return "Triton is disabled or fails to import (see opreg_kernels.has_triton())"
     if not _cuda_present() and not interpreter_enabled():
         return "no CUDA device and Triton's interpreter is off (--opreg-triton-interpret=on)"

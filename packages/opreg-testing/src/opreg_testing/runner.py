@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -11,13 +9,13 @@ from typing import Any
 import torch
 
 from .checks import ALL_CHECKS, CHECKS
-from .checks._common import CheckContext, execute, sample_device
+from .checks._common import execute, prepare
 from .compare import ToleranceSpec, check_tolerance_spec
-from .devices import TRITON_CPU
+from .devices import TRITON_CPU, is_triton_cpu
 from .interpreter import triton_device
 from .report import CheckResult, OpReport
-from .samples import SamplesArg, as_device, gather_samples
-from .target import OpLike, resolve
+from .samples import SamplesArg
+from .target import OpLike
 
 #: Called after each check with its result (the CLI prints progress with it).
 Progress = Callable[[CheckResult], None]
@@ -38,30 +36,24 @@ def select_checks(checks: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _check_options(options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """Validate per-check keyword options against each check body's signature."""
+def _check_options(
+    names: tuple[str, ...], options: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """Each check's options in ``options``, completed with its defaults and validated (also
+    those of checks not run), for the checks in ``names``."""
     if options is None:
-        return {}
+        options = {}
     if not isinstance(options, Mapping):
         raise TypeError(
             f"options must map check names to keyword dicts, got {type(options).__name__}"
         )
-    result = {}
-    for check, opts in options.items():
-        if check not in CHECKS:
-            raise ValueError(
-                f"options for unknown check {check!r}; checks: {', '.join(ALL_CHECKS)}"
-            )
-        params = inspect.signature(CHECKS[check]).parameters
-        allowed = [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY]
-        bad = [k for k in opts if k not in allowed]
-        if bad:
-            raise TypeError(
-                f"unknown option(s) {', '.join(map(repr, bad))} for the {check} check; "
-                f"it accepts: {', '.join(allowed) or 'none'}"
-            )
-        result[check] = dict(opts)
-    return result
+    unknown = [check for check in options if check not in CHECKS]
+    if unknown:
+        raise ValueError(
+            f"options for unknown check {unknown[0]!r}; checks: {', '.join(ALL_CHECKS)}"
+        )
+    given = {check: CHECKS[check].resolve(opts) for check, opts in options.items()}
+    return {name: given[name] if name in given else CHECKS[name].resolve({}) for name in names}
 
 
 def check_op(
@@ -87,21 +79,17 @@ def check_op(
     :class:`NoSamplesError`.
     """
     names = select_checks(checks)
-    opts = _check_options(options)
+    opts = _check_options(names, options)
     tol = check_tolerance_spec(tolerance)
-    target = resolve(op)
-    triton_cpu = isinstance(device, str) and device.strip().lower() == TRITON_CPU
-    dev = torch.device("cpu") if triton_cpu else as_device(device)
-    gathered = gather_samples(target, samples, dev)
-    where = dev or sample_device(gathered)
-    report = OpReport(target.name, TRITON_CPU if triton_cpu else str(where))
+    triton_cpu = is_triton_cpu(device)
+    base = prepare(names[0], op, samples, "cpu" if triton_cpu else device, tol)
+    report = OpReport(base.name, TRITON_CPU if triton_cpu else str(base.device))
     # triton-cpu: every Triton op serves the CPU with its Triton kernel (Triton's interpreter)
     # for every check, exactly like the plugin's opreg_triton_cpu fixture.
     serving: AbstractContextManager[Any] = triton_device("cpu") if triton_cpu else nullcontext()
     with serving:
         for name in names:
-            ctx = CheckContext(name, target, gathered, where, tol)
-            result = execute(ctx, functools.partial(CHECKS[name], **opts.get(name, {})))
+            result = execute(base.for_check(name), CHECKS[name].bind(opts[name]))
             report.results.append(result)
             if progress is not None:
                 progress(result)

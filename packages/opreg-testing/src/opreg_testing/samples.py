@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map_only
 
 from opreg_core import SampleInput
 
+from ._private import tree_map_only
 from .errors import NoSamplesError, SampleInputsError
 from .target import Target
 

@@ -7,10 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._library.custom_ops import CustomOpDef
-from torch._ops import OpOverload, OpOverloadPacket
 
 from opreg_core import VmapOp
+
+from ._private import (
+    CustomOpDef,
+    OpOverload,
+    OpOverloadPacket,
+    custom_op_overload,
+    has_kernel_for_dispatch_key,
+    overload_schema,
+    packet_qualname,
+)
 
 #: What the check functions accept as ``op``.
 OpLike = VmapOp[..., Any] | OpOverload[..., Any] | OpOverloadPacket[..., Any] | CustomOpDef
@@ -31,7 +39,7 @@ class Target:
 
     @property
     def schema(self) -> torch.FunctionSchema:
-        return self.overload._schema
+        return overload_schema(self.overload)
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -49,8 +57,7 @@ class Target:
 
     def has_batching_rule(self) -> bool:
         """Whether a kernel on ``FuncTorchBatched`` exists (otherwise vmap loops per sample)."""
-        name = overload_name(self.overload)
-        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(name, "FuncTorchBatched"))
+        return has_kernel_for_dispatch_key(overload_name(self.overload), "FuncTorchBatched")
 
 
 def overload_name(overload: OpOverload[..., Any]) -> str:
@@ -64,7 +71,7 @@ def resolve(op: object) -> Target:
     if isinstance(op, VmapOp):
         return Target(op.qualname, op.overload, op)
     if isinstance(op, CustomOpDef):
-        overload: OpOverload[..., Any] = op._opoverload
+        overload = custom_op_overload(op)
         return Target(overload_name(overload), overload, None)
     if isinstance(op, OpOverload):
         return Target(overload_name(op), op, None)
@@ -72,7 +79,7 @@ def resolve(op: object) -> Target:
         overloads: list[str] = op.overloads()  # type: ignore[no-untyped-call]
         if len(overloads) != 1:
             raise TypeError(
-                f"{op._qualified_op_name} has several overloads ({', '.join(overloads)}); "
+                f"{packet_qualname(op)} has several overloads ({', '.join(overloads)}); "
                 "pass one of them, e.g. torch.ops.ns.name.default"
             )
         return resolve(getattr(op, overloads[0]))

@@ -18,7 +18,7 @@ Build = Callable[[OpNamespace], Any]
 
 #: Work of the other helpers of issue 10 that some mutants need before a check can catch them.
 NEEDS_DISTINCT_ENTRIES = (
-    "vmap batch entries that differ in value, not only in order (checks/_batching.py)"
+    "vmap batch entries that differ in value, not only in order (checks/_vmap_cases.py)"
 )
 NEEDS_LAYOUTS = "layout (non-contiguous) variants of every sample (kernel/vmap/fake checks)"
 NEEDS_CORE_REDUCTION = (

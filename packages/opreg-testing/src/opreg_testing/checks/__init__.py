@@ -1,31 +1,22 @@
-"""The checks, one module each; :data:`CHECKS` maps a check's name to its body."""
+"""The checks, one module each; :data:`CHECKS` maps a check's name to its declaration."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
-from ._common import CheckContext
-from .autograd import check_autograd, run_autograd
-from .compile import check_compile, run_compile
-from .fake import check_fake, run_fake
-from .kernel import check_kernel, run_kernel
-from .opcheck import OPCHECK_UTILS, check_opcheck, run_opcheck
-from .vmap import check_vmap, run_vmap
+from ._common import Check, CheckContext
+from .autograd import AUTOGRAD, AutogradOptions, check_autograd
+from .compile import COMPILE, CompileOptions, check_compile
+from .fake import FAKE, FakeOptions, check_fake
+from .kernel import KERNEL, KernelOptions, check_kernel
+from .opcheck import OPCHECK, OPCHECK_UTILS, OpcheckOptions, check_opcheck
+from .vmap import VMAP, VmapOptions, check_vmap
 
-CheckBody = Callable[..., None]
-
-#: Every check by name, in the order ``check_op`` runs them; the value is the check's body,
-#: ``body(ctx, **options)``.
-CHECKS: Mapping[str, CheckBody] = MappingProxyType(
-    {
-        "fake": run_fake,
-        "vmap": run_vmap,
-        "compile": run_compile,
-        "autograd": run_autograd,
-        "kernel": run_kernel,
-        "opcheck": run_opcheck,
-    }
+#: Every check by name, in the order ``check_op`` runs them: its body and its options.
+CHECKS: Mapping[str, Check[Any]] = MappingProxyType(
+    {check.name: check for check in (FAKE, VMAP, COMPILE, AUTOGRAD, KERNEL, OPCHECK)}
 )
 
 #: The names of all checks, in run order.
@@ -35,8 +26,14 @@ __all__ = [
     "ALL_CHECKS",
     "CHECKS",
     "OPCHECK_UTILS",
-    "CheckBody",
+    "AutogradOptions",
+    "Check",
     "CheckContext",
+    "CompileOptions",
+    "FakeOptions",
+    "KernelOptions",
+    "OpcheckOptions",
+    "VmapOptions",
     "check_autograd",
     "check_compile",
     "check_fake",

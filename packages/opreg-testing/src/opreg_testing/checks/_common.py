@@ -1,14 +1,16 @@
-"""Plumbing shared by the checks: the context a check runs in, timing, and turning errors into
-:class:`CheckFailure` messages that name the op, the check, the sample and the case."""
+"""Plumbing shared by the checks: a check's declaration (:class:`Check`: its body and its
+options), the context it runs in, timing, and turning errors into :class:`CheckFailure`
+messages that name the op, the check, the sample and the case."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import torch
 
@@ -48,6 +50,10 @@ class CheckContext:
     @property
     def name(self) -> str:
         return self.target.name
+
+    def for_check(self, check: str) -> CheckContext:
+        """The same op, samples, device and tolerance for another check (with its own info)."""
+        return dataclasses.replace(self, check=check, info={})
 
     def describe(self, sample: SampleInput) -> str:
         return describe_sample(sample, self.target.arg_names)
@@ -200,3 +206,62 @@ def run_public(ctx: CheckContext, body: Body) -> CheckResult:
     if result.failure is not None:
         raise result.failure
     return result
+
+
+#: A check's keyword options: a ``TypedDict`` (``total=False``) naming each with its type.
+Options = TypeVar("Options", bound=Mapping[str, object])
+
+
+@dataclass(frozen=True)
+class Check(Generic[Options]):
+    """One check, declared once: its name, its body and its keyword options.
+
+    ``defaults`` holds every option with its default; its type (a ``TypedDict``) is what
+    ``check_<name>(op, **options)`` and ``check_op(options={name: {...}})`` accept.
+    ``validate`` rejects a bad value (``ValueError``/``TypeError``) before anything runs.
+    """
+
+    name: str
+    body: Callable[[CheckContext, Options], None]
+    defaults: Options
+    validate: Callable[[Options], None] | None = None
+
+    def resolve(self, given: Mapping[str, object], caller: str | None = None) -> Options:
+        """``given`` completed with the defaults and validated.
+
+        An unknown name raises ``TypeError``: worded for ``caller`` (a function taking the
+        options as keywords) when given, else for ``check_op``'s ``options``.
+        """
+        unknown = [name for name in given if name not in self.defaults]
+        if unknown:
+            accepted = ", ".join(self.defaults) or "none"
+            if caller is not None:
+                raise TypeError(
+                    f"{caller}() got an unexpected keyword argument {unknown[0]!r}; "
+                    f"the {self.name} check accepts: {accepted}"
+                )
+            raise TypeError(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for the {self.name} check; "
+                f"it accepts: {accepted}"
+            )
+        options = cast(Options, {**self.defaults, **given})
+        if self.validate is not None:
+            self.validate(options)
+        return options
+
+    def bind(self, options: Options) -> Body:
+        """The body with resolved ``options``, ready for :func:`execute`."""
+        return lambda ctx: self.body(ctx, options)
+
+    def check(
+        self,
+        op: OpLike,
+        samples: SamplesArg,
+        device: str | torch.device | None,
+        options: Mapping[str, object],
+        tolerance: object = None,
+    ) -> CheckResult:
+        """What the public ``check_<name>`` does: a failure is raised, anything else returned."""
+        resolved = self.resolve(options, f"check_{self.name}")
+        ctx = prepare(self.name, op, samples, device, tolerance)
+        return run_public(ctx, self.bind(resolved))

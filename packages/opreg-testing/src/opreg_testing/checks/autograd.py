@@ -35,32 +35,32 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
-from torch.utils._pytree import tree_leaves
 
 from opreg_core import SampleInput
 
+from .._private import tree_leaves
 from ..compare import Mismatch, Tolerance, compare, compare_tensors
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._batching import (
-    BATCH_ENTRIES,
+from ._common import Check, CheckContext, Skip, format_exception
+from ._vmap_cases import (
     Entries,
     Level,
     VmapCase,
+    batch_entries,
     batchable,
     batched_sample,
+    check_batch_entries,
     entry,
     expected_output,
     stack_outputs,
     vmapped,
 )
-from ._batching import batch_entries as entries_for
-from ._common import CheckContext, Skip, format_exception, prepare, run_public
 
 #: Tolerance for comparing gradients computed two ways in float64.
 GRAD_TOLERANCE = Tolerance(1e-6, 1e-8)
@@ -717,19 +717,25 @@ def _needs_grad(ctx: CheckContext) -> None:
         raise Skip("the op's outputs do not require grad (no autograd formula)")
 
 
-def run_autograd(
-    ctx: CheckContext,
-    *,
-    functorch: bool = True,
-    fast_mode: bool | None = None,
-    gradgrad: bool = True,
-    nested: bool = True,
-    batch_entries: str = "auto",
-) -> None:
+class AutogradOptions(TypedDict, total=False):
+    """The autograd check's options: keywords of :func:`check_autograd`, ``check_op``'s
+    ``options["autograd"]`` (defaults in :data:`AUTOGRAD`)."""
+
+    functorch: bool  #: also ``vmap(grad(op))``, ``grad(vmap(op))`` (and the jvp ones)
+    fast_mode: bool | None  #: the gradchecks' ``fast_mode`` (None: by input size)
+    gradgrad: bool  #: also ``gradgradcheck``
+    nested: bool  #: also two nested vmaps
+    batch_entries: str  #: how batch entries are built (one of ``BATCH_ENTRIES``)
+
+
+def _validate(options: AutogradOptions) -> None:
+    check_batch_entries(options["batch_entries"])
+
+
+def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
     """The body of the autograd check (see :func:`check_autograd`)."""
-    if batch_entries not in BATCH_ENTRIES:
-        choices = ", ".join(map(repr, BATCH_ENTRIES))
-        raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
+    functorch, fast_mode, gradgrad = options["functorch"], options["fast_mode"], options["gradgrad"]
+    nested = options["nested"]
     _needs_grad(ctx)
     op = ctx.target.opreg
     backward = op is None or op.has_backward
@@ -743,7 +749,7 @@ def run_autograd(
         inputs = Inputs(sample, tuple(positions))
         numel = sum(t.numel() for t in inputs.flat())
         fast = numel > 64 if fast_mode is None else fast_mode
-        entries = entries_for(sample, doubled, batch_entries) if functorch else None
+        entries = batch_entries(sample, doubled, options["batch_entries"]) if functorch else None
         if backward:
             _gradcheck(ctx, inputs, fast)
             if gradgrad:
@@ -768,22 +774,29 @@ def run_autograd(
             ctx.info["forward_functorch_cases"] = forward_cases
 
 
+#: The autograd check, with its options' defaults.
+AUTOGRAD = Check(
+    "autograd",
+    run_autograd,
+    AutogradOptions(
+        functorch=True, fast_mode=None, gradgrad=True, nested=True, batch_entries="auto"
+    ),
+    _validate,
+)
+
+
 def check_autograd(
     op: OpLike,
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    functorch: bool = True,
-    fast_mode: bool | None = None,
-    gradgrad: bool = True,
-    nested: bool = True,
-    batch_entries: str = "auto",
+    **options: Unpack[AutogradOptions],
 ) -> CheckResult:
     """Check the op's gradients in float64 on every sample: ``torch.autograd.gradcheck``;
     (``gradgrad``) ``gradgradcheck``, failing when the backward is not itself differentiable;
     and (``functorch``) ``vmap(grad(op))`` and ``grad(vmap(op))`` against per-sample
     gradients, with each differentiated argument also unbatched and (``nested``) two nested
-    vmaps.
+    vmaps. ``gradgrad``, ``functorch`` and ``nested`` are on by default.
 
     For an op registered with a ``jvp`` (forward mode): ``gradcheck`` with
     ``check_forward_ad=True``, ``<jvp(v), u> == <v, vjp(u)>`` against the backward (if any)
@@ -795,18 +808,4 @@ def check_autograd(
     differentiable (no second derivatives). ``batch_entries`` builds the vmap batch entries
     as the vmap check does. Raises :class:`CheckFailure`.
     """
-    if batch_entries not in BATCH_ENTRIES:
-        choices = ", ".join(map(repr, BATCH_ENTRIES))
-        raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
-    ctx = prepare("autograd", op, samples, device)
-    return run_public(
-        ctx,
-        lambda c: run_autograd(
-            c,
-            functorch=functorch,
-            fast_mode=fast_mode,
-            gradgrad=gradgrad,
-            nested=nested,
-            batch_entries=batch_entries,
-        ),
-    )
+    return AUTOGRAD.check(op, samples, device, options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -19,8 +19,8 @@ from ..compare import ToleranceSpec
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._batching import batched_sample, vmap_cases, vmapped
-from ._common import CheckContext, prepare, run_public
+from ._common import Check, CheckContext
+from ._vmap_cases import batched_sample, vmap_cases, vmapped
 
 _counter = 0
 
@@ -58,23 +58,31 @@ def check_backend(backend: object) -> str:
     """Validate a ``torch.compile`` backend name (``ValueError`` lists the known ones)."""
     if not isinstance(backend, str):
         raise TypeError(f"backend must be the name of a torch.compile backend, got {backend!r}")
-    known = torch._dynamo.list_backends(exclude_tags=())
+    known = torch.compiler.list_backends(exclude_tags=())
     if backend not in known:
         raise ValueError(f"unknown torch.compile backend {backend!r}; known: {', '.join(known)}")
     return backend
 
 
-def run_compile(
-    ctx: CheckContext,
-    *,
-    backend: str = "inductor",
-    dynamic: bool | None = False,
-    vmap: bool = True,
-    reset: bool = True,
-) -> None:
+class CompileOptions(TypedDict, total=False):
+    """The compile check's options: keywords of :func:`check_compile`, ``check_op``'s
+    ``options["compile"]`` (defaults in :data:`COMPILE`)."""
+
+    backend: str  #: the ``torch.compile`` backend
+    dynamic: bool | None  #: ``torch.compile``'s ``dynamic``
+    vmap: bool  #: also ``torch.compile`` of ``vmap(op)``
+    reset: bool  #: ``torch.compiler.reset()`` first
+
+
+def _validate(options: CompileOptions) -> None:
+    check_backend(options["backend"])
+
+
+def run_compile(ctx: CheckContext, options: CompileOptions) -> None:
     """The body of the compile check (see :func:`check_compile`)."""
-    if reset:
-        torch._dynamo.reset()
+    backend, dynamic = options["backend"], options["dynamic"]
+    if options["reset"]:
+        torch.compiler.reset()
     op = ctx.target.call
     vmapped_cases = 0
     for sample in ctx.samples:
@@ -84,7 +92,7 @@ def run_compile(
 
         plain = SampleInput(sample.args, name=sample.name)
         _compile_case(ctx, call, sample, plain, f"backend={backend}", backend, dynamic)
-        if not vmap or ctx.target.mutated_args:
+        if not options["vmap"] or ctx.target.mutated_args:
             continue
         for case in vmap_cases(sample, nested=False)[:1]:
             b = batched_sample(sample, case)
@@ -95,26 +103,30 @@ def run_compile(
     ctx.info.update(backend=backend, dynamic=dynamic, vmap_cases=vmapped_cases)
 
 
+#: The compile check, with its options' defaults.
+COMPILE = Check(
+    "compile",
+    run_compile,
+    CompileOptions(backend="inductor", dynamic=False, vmap=True, reset=True),
+    _validate,
+)
+
+
 def check_compile(
     op: OpLike,
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    backend: str = "inductor",
-    dynamic: bool | None = False,
-    vmap: bool = True,
-    reset: bool = True,
     tolerance: ToleranceSpec = None,
+    **options: Unpack[CompileOptions],
 ) -> CheckResult:
-    """Check ``torch.compile(fullgraph=True)`` of the op (and of ``vmap(op)``) against eager.
+    """Check ``torch.compile(fullgraph=True)`` of the op (and, with ``vmap=True``, the
+    default, of ``vmap(op)``) against eager.
 
     A graph break, a compile error or a different result fails. ``backend`` is passed to
-    ``torch.compile`` (``"aot_eager"`` skips code generation and is faster; ``"inductor"`` is
-    what users run); ``reset`` calls ``torch._dynamo.reset()`` first so earlier compilations
-    cannot mask a problem. Raises :class:`CheckFailure`.
+    ``torch.compile`` (default ``"inductor"``, what users run; ``"aot_eager"`` skips code
+    generation and is faster), as is ``dynamic`` (default False); ``reset=True`` (default)
+    calls ``torch.compiler.reset()`` first so earlier compilations cannot mask a problem.
+    Raises :class:`CheckFailure`.
     """
-    check_backend(backend)
-    ctx = prepare("compile", op, samples, device, tolerance)
-    return run_public(
-        ctx, lambda c: run_compile(c, backend=backend, dynamic=dynamic, vmap=vmap, reset=reset)
-    )
+    return COMPILE.check(op, samples, device, options, tolerance)

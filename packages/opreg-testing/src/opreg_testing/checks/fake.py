@@ -12,29 +12,25 @@ skipped and listed in ``info["layouts_rejected"]``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from opreg_core import SampleInput
 
+from .._private import FakeTensorMode, fake_mode, to_fake
 from ..compare import Mismatch
 from ..layouts import layout_variants, rejects
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._batching import batch_entries, batched_sample, vmap_cases, vmapped
-from ._common import CheckContext, prepare, run_public
+from ._common import Check, CheckContext
+from ._vmap_cases import batch_entries, batched_sample, vmap_cases, vmapped
 
 
 def _fake_inputs(mode: FakeTensorMode, sample: SampleInput, dynamic: bool) -> SampleInput:
     def convert(t: torch.Tensor) -> torch.Tensor:
-        if not dynamic:
-            return mode.from_tensor(t)
-        dims = [DimDynamic.DYNAMIC] * t.dim()
-        return mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+        return to_fake(mode, t, dynamic)
 
     return SampleInput(
         map_tensors(convert, sample.args), map_tensors(convert, sample.kwargs), sample.name
@@ -106,7 +102,7 @@ def _compare_fake(
     real: Any,
     dynamic: bool,
 ) -> None:
-    mode = FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
+    mode = fake_mode(dynamic)
     with ctx.step(f"{what} under FakeTensorMode", sample, case):
         fake_inputs = _fake_inputs(mode, inputs, dynamic)
         with mode:
@@ -130,8 +126,17 @@ def _check_layouts(ctx: CheckContext, sample: SampleInput, modes: tuple[bool, ..
             _check_one(ctx, op, "the op", variant, variant, None, dyn)
 
 
-def run_fake(ctx: CheckContext, *, dynamic: bool = True, layouts: bool = True) -> None:
+class FakeOptions(TypedDict, total=False):
+    """The fake check's options: keywords of :func:`check_fake`, ``check_op``'s
+    ``options["fake"]`` (defaults in :data:`FAKE`)."""
+
+    dynamic: bool  #: also with every input size symbolic
+    layouts: bool  #: also every sample's transposed, strided and offset variants
+
+
+def run_fake(ctx: CheckContext, options: FakeOptions) -> None:
     """The body of the fake check (see :func:`check_fake`)."""
+    dynamic, layouts = options["dynamic"], options["layouts"]
     op = ctx.target.call
     modes = (False, True) if dynamic else (False,)
     opreg = ctx.target.opreg
@@ -159,20 +164,23 @@ def run_fake(ctx: CheckContext, *, dynamic: bool = True, layouts: bool = True) -
     ctx.info.setdefault("fake_vmap_fn", "checked" if batched else "no vmap_fn")
 
 
+#: The fake check, with its options' defaults.
+FAKE = Check("fake", run_fake, FakeOptions(dynamic=True, layouts=True))
+
+
 def check_fake(
     op: OpLike,
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    dynamic: bool = True,
-    layouts: bool = True,
+    **options: Unpack[FakeOptions],
 ) -> CheckResult:
     """Check the op's fake implementation against real outputs, for every sample.
 
-    Compares shape, dtype, device and strides, with static shapes and (``dynamic``) with all
-    input sizes symbolic; for opreg ops with a ``vmap_fn`` also ``vmap(op)`` (``fake_vmap_fn``).
-    With ``layouts``, every sample's transposed, strided and offset variants too.
-    Raises :class:`CheckFailure` naming the sample and the first difference.
+    Compares shape, dtype, device and strides, with static shapes and (``dynamic=True``, the
+    default) with all input sizes symbolic; for opreg ops with a ``vmap_fn`` also ``vmap(op)``
+    (``fake_vmap_fn``). With ``layouts=True`` (default), every sample's transposed, strided and
+    offset variants too. Raises :class:`CheckFailure` naming the sample and the first
+    difference.
     """
-    ctx = prepare("fake", op, samples, device)
-    return run_public(ctx, lambda c: run_fake(c, dynamic=dynamic, layouts=layouts))
+    return FAKE.check(op, samples, device, options)

@@ -17,20 +17,20 @@ caught even when all samples are contiguous. A kernel that needs contiguous inpu
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 
 from opreg_core import SampleInput, VmapOp
 
 from ..compare import EXACT, ToleranceSpec
-from ..interpreter import TritonUnavailable, loaded_kernels_module, triton_device, triton_info
+from ..interpreter import TritonUnavailable, kernels_without_triton, triton_device, triton_info
 from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._batching import batch_entries, batched_sample, vmap_cases
-from ._common import CheckContext, Skip, prepare, run_public
+from ._common import Check, CheckContext, Skip
+from ._vmap_cases import batch_entries, batched_sample, vmap_cases
 
 
 def _kernel_op(ctx: CheckContext) -> VmapOp[Any, Any]:
@@ -118,19 +118,22 @@ def _compare_all(
     )
 
 
-def run_kernel(
-    ctx: CheckContext,
-    *,
-    exact: bool = False,
-    triton_interpreter: bool = False,
-    layouts: bool = True,
-) -> None:
+class KernelOptions(TypedDict, total=False):
+    """The kernel check's options: keywords of :func:`check_kernel`, ``check_op``'s
+    ``options["kernel"]`` (defaults in :data:`KERNEL`)."""
+
+    exact: bool  #: demand bitwise equality
+    triton_interpreter: bool  #: on CPU, run a Triton op's Triton kernel in Triton's interpreter
+    layouts: bool  #: also every sample's transposed, strided and offset variants
+
+
+def run_kernel(ctx: CheckContext, options: KernelOptions) -> None:
     """The body of the kernel check (see :func:`check_kernel`)."""
     op = _kernel_op(ctx)
     device_type = ctx.device.type
-    tol: ToleranceSpec = EXACT if exact else ctx.tolerance
+    tol: ToleranceSpec = EXACT if options["exact"] else ctx.tolerance
     use_interpreter = (
-        triton_interpreter
+        options["triton_interpreter"]
         and device_type == "cpu"
         and device_type not in op.kernel_device_types
         and triton_info(op) is not None
@@ -146,17 +149,22 @@ def run_kernel(
         raise Skip(
             f"no kernel registered for device type {device_type!r} (kernels: {others}){hint}"
         )
-    kernels = loaded_kernels_module()
-    if triton_info(op) is not None and kernels is not None and not kernels.has_triton():
+    if triton_info(op) is not None and kernels_without_triton():
         raise Skip("Triton is not available here, so the Triton kernel would run the fallback")
     try:
         context = triton_device("cpu", [op]) if use_interpreter else nullcontext()
         with context:
-            _compare_all(ctx, op, tol, device_type, layouts)
+            _compare_all(ctx, op, tol, device_type, options["layouts"])
     except TritonUnavailable as exc:
         raise Skip(str(exc)) from exc
     ctx.info["kernel"] = "triton" if triton_info(op) is not None else "registered kernel"
     ctx.info["triton_interpreter"] = use_interpreter
+
+
+#: The kernel check, with its options' defaults.
+KERNEL = Check(
+    "kernel", run_kernel, KernelOptions(exact=False, triton_interpreter=False, layouts=True)
+)
 
 
 def check_kernel(
@@ -164,23 +172,16 @@ def check_kernel(
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    exact: bool = False,
-    triton_interpreter: bool = False,
-    layouts: bool = True,
     tolerance: ToleranceSpec = None,
+    **options: Unpack[KernelOptions],
 ) -> CheckResult:
     """Check the op's kernel for ``device``'s type against its fallback, on every sample.
 
-    Skipped when no kernel is registered for the device type. With ``triton_interpreter`` and
-    a CPU device, an opreg-kernels Triton op gets a CPU kernel run by Triton's interpreter for
-    the duration of the check. ``exact`` demands bitwise equality (random bits);
-    integer outputs are always compared exactly. With ``layouts``, every sample's transposed,
-    strided and offset variants are compared too. Raises :class:`CheckFailure`.
+    Skipped when no kernel is registered for the device type. With ``triton_interpreter=True``
+    and a CPU device, an opreg-kernels Triton op gets a CPU kernel run by Triton's interpreter
+    for the duration of the check. ``exact=True`` demands bitwise equality (random bits);
+    integer outputs are always compared exactly. With ``layouts=True`` (default), every
+    sample's transposed, strided and offset variants are compared too. Raises
+    :class:`CheckFailure`.
     """
-    ctx = prepare("kernel", op, samples, device, tolerance)
-    return run_public(
-        ctx,
-        lambda c: run_kernel(
-            c, exact=exact, triton_interpreter=triton_interpreter, layouts=layouts
-        ),
-    )
+    return KERNEL.check(op, samples, device, options, tolerance)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypedDict, Unpack
 
 import torch
 
@@ -11,7 +12,7 @@ from opreg_core import SampleInput
 from ..report import CheckResult
 from ..samples import SamplesArg, clone_sample
 from ..target import OpLike
-from ._common import CheckContext, format_exception, prepare, run_public
+from ._common import Check, CheckContext, format_exception
 
 #: The test utils of ``torch.library.opcheck`` (all run by default).
 OPCHECK_UTILS: tuple[str, ...] = (
@@ -49,9 +50,20 @@ def _grad_samples(ctx: CheckContext) -> bool:
     return op is not None and op.has_backward and not op.mutates_args
 
 
-def run_opcheck(ctx: CheckContext, *, test_utils: Sequence[str] = OPCHECK_UTILS) -> None:
+class OpcheckOptions(TypedDict, total=False):
+    """The opcheck check's options: keywords of :func:`check_opcheck`, ``check_op``'s
+    ``options["opcheck"]`` (defaults in :data:`OPCHECK`)."""
+
+    test_utils: str | Sequence[str]  #: which of :data:`OPCHECK_UTILS` to run
+
+
+def _validate(options: OpcheckOptions) -> None:
+    check_utils(options["test_utils"])
+
+
+def run_opcheck(ctx: CheckContext, options: OpcheckOptions) -> None:
     """The body of the opcheck check (see :func:`check_opcheck`)."""
-    utils = check_utils(test_utils)
+    utils = check_utils(options["test_utils"])
     with_grad = _grad_samples(ctx)
     for sample in ctx.samples:
         runs = [(clone_sample(sample), "")]
@@ -82,18 +94,21 @@ def run_opcheck(ctx: CheckContext, *, test_utils: Sequence[str] = OPCHECK_UTILS)
     ctx.info.update(test_utils=list(utils), requires_grad_samples=with_grad)
 
 
+#: The opcheck check, with its options' defaults.
+OPCHECK = Check("opcheck", run_opcheck, OpcheckOptions(test_utils=OPCHECK_UTILS), _validate)
+
+
 def check_opcheck(
     op: OpLike,
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    test_utils: str | Sequence[str] = OPCHECK_UTILS,
+    **options: Unpack[OpcheckOptions],
 ) -> CheckResult:
-    """Run ``torch.library.opcheck`` on every sample with the chosen ``test_utils``.
+    """Run ``torch.library.opcheck`` on every sample with the chosen ``test_utils`` (a name
+    or names from :data:`OPCHECK_UTILS`; default: all of them).
 
     For opreg ops with a backward each sample also runs with inputs that require grad, so the
     backward goes through opcheck as well. Raises :class:`CheckFailure` naming the failing util.
     """
-    utils = check_utils(test_utils)
-    ctx = prepare("opcheck", op, samples, device)
-    return run_public(ctx, lambda c: run_opcheck(c, test_utils=utils))
+    return OPCHECK.check(op, samples, device, options)

@@ -5,13 +5,15 @@ rule; read from the op's ``vmap_stats``), another batching rule, or PyTorch's pe
 fallback loop (no kernel on ``FuncTorchBatched``).
 
 The entries of a batch differ in value, not only in order (``batch_entries``: see
-:mod:`._batching`), so a rule that reduces over the batch (a mean, max, norm, sort, cumsum or
+:mod:`._vmap_cases`), so a rule that reduces over the batch (a mean, max, norm, sort, cumsum or
 softmax over all entries) is caught. Every sample is also run in its layout variants
 (:mod:`opreg_testing.layouts`): the batched tensors vmap receives are transposed, strided
 or offset views, for the first plain and the first nested case.
 """
 
 from __future__ import annotations
+
+from typing import TypedDict, Unpack
 
 import torch
 
@@ -22,16 +24,16 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike, Target
-from ._batching import (
-    BATCH_ENTRIES,
+from ._common import Check, CheckContext, Skip
+from ._vmap_cases import (
     VmapCase,
+    batch_entries,
     batched_sample,
+    check_batch_entries,
     expected_output,
     vmap_cases,
     vmapped,
 )
-from ._batching import batch_entries as entries_for
-from ._common import CheckContext, Skip, prepare, run_public
 
 FAST = "vmap_fn"  #: the opreg op's own batched implementation ran
 FAST_LOOP = "vmap_fn + per-sample loop"  #: vmap_fn, and a loop for levels past max_vmap_level
@@ -144,33 +146,44 @@ def _layout_cases(cases: list[VmapCase]) -> list[VmapCase]:
     return plain + [c for c in cases if c.depth > 1][:1]
 
 
-def run_vmap(
-    ctx: CheckContext,
-    *,
-    nested: bool = True,
-    randomness: str = "error",
-    require_fast: bool = True,
-    batch_entries: str = "auto",
-    layouts: bool = True,
-) -> None:
+class VmapOptions(TypedDict, total=False):
+    """The vmap check's options: keywords of :func:`check_vmap`, ``check_op``'s
+    ``options["vmap"]`` (defaults in :data:`VMAP`)."""
+
+    nested: bool  #: also 2 and 3 nested vmaps
+    randomness: str  #: vmap's ``randomness``: ``"error"``, ``"same"`` or ``"different"``
+    require_fast: bool  #: fail when an opreg op's ``vmap_fn`` did not compute a case
+    batch_entries: str  #: how batch entries are built (one of ``BATCH_ENTRIES``)
+    layouts: bool  #: also transposed, strided and offset batched inputs
+
+
+def _validate(options: VmapOptions) -> None:
+    randomness = options["randomness"]
+    if randomness not in ("error", "same", "different"):
+        raise ValueError(f"randomness must be 'error', 'same' or 'different', got {randomness!r}")
+    check_batch_entries(options["batch_entries"])
+
+
+def run_vmap(ctx: CheckContext, options: VmapOptions) -> None:
     """The body of the vmap check (see :func:`check_vmap`)."""
+    randomness, require_fast = options["randomness"], options["require_fast"]
     arg_names = ctx.target.arg_names
     mutated = [arg_names.index(n) for n in ctx.target.mutated_args if n in arg_names]
     paths: dict[str, int] = {}
     sources: dict[str, int] = {}
     rejected: dict[str, str] = {}
     for sample in ctx.samples:
-        entries = entries_for(sample, ctx.samples, batch_entries)
+        entries = batch_entries(sample, ctx.samples, options["batch_entries"])
         sources[entries.mode] = sources.get(entries.mode, 0) + 1
         cases = [
             c
-            for c in vmap_cases(sample, nested=nested, entries=entries)
+            for c in vmap_cases(sample, nested=options["nested"], entries=entries)
             if _mutation_safe(c, mutated)
         ]
         for case in cases:
             path = _check_case(ctx, sample, case, randomness, require_fast)
             paths[path] = paths.get(path, 0) + 1
-        for layout, variant in layout_variants(sample) if layouts and cases else []:
+        for layout, variant in layout_variants(sample) if options["layouts"] and cases else []:
             with ctx.step("the op", variant, "a layout variant, without vmap"):
                 refusal = rejects(ctx.target.call, variant)
             if refusal is not None:
@@ -189,44 +202,36 @@ def run_vmap(
         ctx.info["layouts_rejected"] = rejected
 
 
+#: The vmap check, with its options' defaults.
+VMAP = Check(
+    "vmap",
+    run_vmap,
+    VmapOptions(
+        nested=True, randomness="error", require_fast=True, batch_entries="auto", layouts=True
+    ),
+    _validate,
+)
+
+
 def check_vmap(
     op: OpLike,
     samples: SamplesArg = None,
     *,
     device: str | torch.device | None = None,
-    nested: bool = True,
-    randomness: str = "error",
-    require_fast: bool = True,
-    batch_entries: str = "auto",
-    layouts: bool = True,
     tolerance: ToleranceSpec = None,
+    **options: Unpack[VmapOptions],
 ) -> CheckResult:
     """Check ``vmap(op)`` against the op applied to each batch entry and stacked.
 
     For every sample it tries in_dims 0, -1 and a middle dim on all tensor arguments, ``None``
-    on each argument in turn, a mix, and (with ``nested``) 2 and 3 nested vmaps mixing them.
+    on each argument in turn, a mix, and (with ``nested=True``, the default) 2 and 3 nested
+    vmaps mixing them; ``randomness`` (default ``"error"``) is passed to vmap.
     ``result.info["batching"]`` says which path ran (``"vmap_fn"``, ``"batching rule"``,
-    ``"PyTorch per-sample fallback"``); with ``require_fast`` an opreg op that has a
-    ``vmap_fn`` fails if another path computed a case (within ``max_vmap_level``).
+    ``"PyTorch per-sample fallback"``); with ``require_fast=True`` (default) an opreg op that
+    has a ``vmap_fn`` fails if another path computed a case (within ``max_vmap_level``).
     ``batch_entries`` says how the entries of a batch are built from a sample: ``"auto"``
-    (default), ``"variants"``, ``"permute"`` or ``"samples"`` (see :mod:`._batching`); with
-    ``layouts`` each sample is also run with transposed, strided and offset batched inputs.
-    Raises :class:`CheckFailure` on the first difference.
+    (default), ``"variants"``, ``"permute"`` or ``"samples"`` (see :mod:`._vmap_cases`); with
+    ``layouts=True`` (default) each sample is also run with transposed, strided and offset
+    batched inputs. Raises :class:`CheckFailure` on the first difference.
     """
-    if randomness not in ("error", "same", "different"):
-        raise ValueError(f"randomness must be 'error', 'same' or 'different', got {randomness!r}")
-    if batch_entries not in BATCH_ENTRIES:
-        choices = ", ".join(map(repr, BATCH_ENTRIES))
-        raise ValueError(f"batch_entries must be one of {choices}, got {batch_entries!r}")
-    ctx = prepare("vmap", op, samples, device, tolerance)
-    return run_public(
-        ctx,
-        lambda c: run_vmap(
-            c,
-            nested=nested,
-            randomness=randomness,
-            require_fast=require_fast,
-            batch_entries=batch_entries,
-            layouts=layouts,
-        ),
-    )
+    return VMAP.check(op, samples, device, options, tolerance)

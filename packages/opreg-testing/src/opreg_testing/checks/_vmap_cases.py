@@ -196,13 +196,18 @@ def _partner(sample: SampleInput, other: SampleInput) -> bool:
     return not all(_same(sample.args[i], other.args[i]) for i in positions)
 
 
-def batch_entries(sample: SampleInput, samples: Sequence[SampleInput], mode: str) -> Entries:
-    """How to build ``sample``'s batch entries under ``mode`` (one of :data:`BATCH_ENTRIES`),
-    given all the samples of the op (where ``"samples"`` and ``"auto"`` find partners)."""
+def check_batch_entries(mode: object) -> None:
+    """``ValueError`` unless ``mode`` is one of :data:`BATCH_ENTRIES`."""
     if mode not in BATCH_ENTRIES:
         raise ValueError(
             f"batch_entries must be one of {', '.join(map(repr, BATCH_ENTRIES))}, got {mode!r}"
         )
+
+
+def batch_entries(sample: SampleInput, samples: Sequence[SampleInput], mode: str) -> Entries:
+    """How to build ``sample``'s batch entries under ``mode`` (one of :data:`BATCH_ENTRIES`),
+    given all the samples of the op (where ``"samples"`` and ``"auto"`` find partners)."""
+    check_batch_entries(mode)
     if mode in ("variants", "permute"):
         return Entries(mode)
     group = (sample, *(s for s in samples if s is not sample and _partner(sample, s)))

@@ -1,0 +1,153 @@
+"""Every torch internal that opreg-testing relies on, and nothing else.
+
+A torch upgrade that drops or changes one of these breaks here, in one place:
+:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
+calls it). Each entry says why it is needed and which public API would replace it.
+Everything else in opreg-testing uses public torch APIs only (``torch.compiler.reset`` and
+``torch.compiler.list_backends``, ``torch.library.opcheck``, ``torch.func``, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+import torch
+
+# -- The op types the checks accept ----------------------------------------------------------
+# Why: ``check_*(op)`` takes a torch operator (``torch.ops.ns.name[.overload]``) or a
+# ``torch.library.custom_op`` besides an opreg op, and must tell them apart and reach the
+# operator's schema (argument names, which arguments it mutates). torch exposes these types
+# only from private modules (``torch.library`` uses but does not export ``CustomOpDef``).
+# Public replacement: exported op types (e.g. ``torch.library.CustomOpDef`` in ``__all__``),
+# an ``OpOverload.schema`` property and a public way from a custom op to its overload.
+from torch._library.custom_ops import CustomOpDef
+from torch._ops import OpOverload, OpOverloadPacket
+
+# -- Fake tensors ----------------------------------------------------------------------------
+# Why: the fake check runs the op under ``FakeTensorMode`` (static shapes, and every input dim
+# symbolic as ``torch.compile(dynamic=True)`` traces) to compare its fake implementation with
+# the real output. ``torch.library.opcheck`` does a fake-tensor test too, but only with the
+# sample's static shapes and without saying which metadata differs.
+# Public replacement: a public fake-tensor mode (``torch.library`` has none; the symbolic-shape
+# helpers below live in ``torch.fx.experimental``, outside any stability promise as well).
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+)
+
+# -- Nested structures -----------------------------------------------------------------------
+# Why: samples hold tensors inside lists, tuples and dicts; the checks map over them and
+# collect them the way torch itself flattens arguments.
+# Public replacement: ``torch.utils.pytree`` (not importable in torch 2.13).
+from torch.utils._pytree import tree_leaves, tree_map_only
+
+__all__ = [
+    "INTERNALS",
+    "CustomOpDef",
+    "FakeTensorMode",
+    "OpOverload",
+    "OpOverloadPacket",
+    "custom_op_overload",
+    "fake_mode",
+    "has_kernel_for_dispatch_key",
+    "missing_internals",
+    "overload_schema",
+    "packet_qualname",
+    "to_fake",
+    "tree_leaves",
+    "tree_map_only",
+]
+
+#: Dotted names of every internal used here (class attributes set on instances are found in
+#: the methods that set them, see ``_resolves``).
+INTERNALS: tuple[str, ...] = (
+    "torch._library.custom_ops.CustomOpDef",
+    "torch._library.custom_ops.CustomOpDef._opoverload",
+    "torch._ops.OpOverload",
+    "torch._ops.OpOverload._schema",
+    "torch._ops.OpOverloadPacket",
+    "torch._ops.OpOverloadPacket._qualified_op_name",
+    "torch._subclasses.fake_tensor.FakeTensorMode",
+    "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor",
+    "torch.utils._pytree.tree_leaves",
+    "torch.utils._pytree.tree_map_only",
+    "torch._C._dispatch_has_kernel_for_dispatch_key",
+)
+
+
+def overload_schema(overload: OpOverload[..., Any]) -> torch.FunctionSchema:
+    """The schema of a torch operator overload (argument names, aliasing, mutation)."""
+    return overload._schema
+
+
+def custom_op_overload(op: CustomOpDef) -> OpOverload[..., Any]:
+    """The dispatcher operator behind a ``torch.library.custom_op``."""
+    overload: OpOverload[..., Any] = op._opoverload
+    return overload
+
+
+def packet_qualname(packet: OpOverloadPacket[..., Any]) -> str:
+    """``"namespace::name"`` of an operator packet (``torch.ops.ns.name``)."""
+    return packet._qualified_op_name
+
+
+# -- Dispatcher queries ----------------------------------------------------------------------
+# Why: the vmap check reports which batching path ran for a torch operator: its own batching
+# rule (a kernel on ``FuncTorchBatched``) or PyTorch's per-sample fallback loop.
+# Public replacement: a ``torch.library`` query for an operator's kernels per dispatch key.
+
+
+def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
+    """Whether the operator ``"ns::name[.overload]"`` has a kernel on ``dispatch_key``."""
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, dispatch_key))
+
+
+def fake_mode(dynamic: bool) -> FakeTensorMode:
+    """A fresh ``FakeTensorMode``; with ``dynamic``, one whose tensors can have symbolic dims."""
+    return FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
+
+
+def to_fake(mode: FakeTensorMode, t: torch.Tensor, dynamic: bool) -> torch.Tensor:
+    """A fake copy of ``t`` in ``mode``; with ``dynamic`` every dim of it is symbolic."""
+    if not dynamic:
+        return mode.from_tensor(t)
+    dims = [DimDynamic.DYNAMIC] * t.dim()
+    return mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+
+
+def _set_by_methods(cls: type, attribute: str) -> bool:
+    """Whether a method of ``cls`` (or of a base) names ``attribute`` (an instance attribute)."""
+    for klass in cls.__mro__:
+        for member in vars(klass).values():
+            code = getattr(member, "__code__", None)
+            if isinstance(code, types.CodeType) and attribute in code.co_names:
+                return True
+    return False
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names something: a module, then attributes of it."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for i, name in enumerate(parts[split:], start=split):
+            if hasattr(value, name):
+                value = getattr(value, name)
+            elif isinstance(value, type) and i == len(parts) - 1:
+                return _set_by_methods(value, name)
+            else:
+                return False
+        return True
+    return False
+
+
+def missing_internals() -> list[str]:
+    """The names of :data:`INTERNALS` that this torch lacks (empty: all present)."""
+    return [name for name in INTERNALS if not _resolves(name)]
