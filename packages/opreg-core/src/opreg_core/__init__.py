@@ -8,11 +8,14 @@ goes straight into the dispatcher.
 
 from ._batching import VmapInfo, VmapStats, default_wrap_inputs
 from ._devices import device_type_name
+from ._dtensor import register_sharding_rule
+from ._kernels import KernelHandle
 from ._naming import default_name
-from ._op import KernelHandle, Registration, SampleInput, VmapOp
+from ._op import Registration, VmapOp
 from ._options import VmapOpOptions
 from ._register import register_vmap_op
 from ._registry import get_op, registered_ops, unregister
+from ._samples import SampleInput
 from ._sharding import (
     CustomSharding,
     ElementwiseSharding,
@@ -21,7 +24,6 @@ from ._sharding import (
     ShardingFn,
     ShardingRule,
     ShardingSpec,
-    register_sharding_rule,
     sharding_rule,
 )
 

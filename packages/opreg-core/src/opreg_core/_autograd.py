@@ -32,20 +32,22 @@ from typing import Any
 
 import torch
 
-from ._signature import Signature
-from ._torch_private import (
+from ._private import (
+    AFTER_AUTOGRAD_KEYSET,
+    AutoDispatchBelowAutograd,
     SingleLevelFunction,
     apply_function,
     call_below_jvp_level,
     enable_single_level_autograd_function,
+    entry_point,
     forward_mode_ad_active,
     grad_modes,
+    redispatch_boxed,
     tangent_flags,
     tangents_of_outer_levels,
     transform_grad_modes,
 )
-
-_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+from ._signature import Signature
 
 SetupContext = Callable[[Any, tuple[Any, ...], Any], None]
 Backward = Callable[..., Any]
@@ -84,7 +86,8 @@ class DerivedContext:
         """Accepted for compatibility: gradients reaching the derived backward are dense."""
 
 
-def _requires_grad(value: Any) -> bool:
+def requires_grad(value: Any) -> bool:
+    """Whether an argument (a tensor, or a list of them) requires grad."""
     if isinstance(value, torch.Tensor):
         return value.requires_grad
     if isinstance(value, (list, tuple)):
@@ -238,45 +241,6 @@ def non_differentiable_backward(qualname: str) -> Backward:
     return backward
 
 
-def below_autograd(kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """A kernel of an op declared non-differentiable, run with autograd off.
-
-    The op's ``Autograd`` key is a fallthrough (no Python crossing), which leaves autograd on
-    inside the kernels below it: without this guard a Python fallback made of differentiable
-    torch calls would record a graph, and its derivative would leak through ``.backward()``
-    (or, for dual tensors, its forward-mode tangent would leak into the output).
-    """
-    below = torch._C._AutoDispatchBelowAutograd
-    grad_enabled = torch.is_grad_enabled
-    tensor = torch.Tensor
-    forward_ad = torch.autograd.forward_ad  # its _current_level is >= 0 inside a dual level
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        # Only inputs that require grad can start a graph, and only inside a dual level can a
-        # tangent flow (forward AD, dual tensors). The guard costs ~0.4 us, so it is entered
-        # only then (random ops, the usual non-differentiable ones, take no such inputs).
-        if grad_enabled():
-            for a in args:
-                if isinstance(a, tensor):
-                    if a.requires_grad:
-                        break
-                elif isinstance(a, (list, tuple)) and _requires_grad(a):
-                    break
-            else:
-                if forward_ad._current_level < 0 and not (
-                    kwargs and any(map(_requires_grad, kwargs.values()))
-                ):
-                    return kernel(*args, **kwargs)
-            with below():
-                return kernel(*args, **kwargs)
-        if forward_ad._current_level < 0:
-            return kernel(*args, **kwargs)
-        with below():
-            return kernel(*args, **kwargs)
-
-    return guarded
-
-
 def unflatten_tangents(spec: tuple[int, ...], flat: Sequence[Any]) -> tuple[Any, ...]:
     """Tangents per declared input: a list input's is a list (None if no element has one)."""
     out = unflatten_inputs(spec, flat)
@@ -309,19 +273,19 @@ def make_autograd_kernel(
     names = signature.names
     count = len(names)
     single_output = signature.num_returns == 1
-    call = overload._op
+    call = entry_point(overload)
     tensor = torch.Tensor
 
     def forward(meta: tuple[tuple[int, ...], Any], *flat: Any) -> Any:
         spec, modes = meta
         args, kwargs = signature.split(unflatten_inputs(spec, flat))
         if modes is None:
-            with torch._C._AutoDispatchBelowAutograd():
+            with AutoDispatchBelowAutograd():
                 return call(*args, **kwargs)
         # Autograd runs forward with gradients and tangents off; under torch.func the call
         # goes on to the outer levels, which must differentiate it as the kernel found them
         # (jacrev(jacrev(op)), jacfwd(jacrev(op)) would silently lose the op's term otherwise).
-        with grad_modes(modes), torch._C._AutoDispatchBelowAutograd():
+        with grad_modes(modes), AutoDispatchBelowAutograd():
             return call(*args, **kwargs)
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -403,7 +367,7 @@ def make_autograd_kernel(
     if jvp is not None:
         methods["jvp"] = staticmethod(jvp_wrapper)
     function = type(f"{qualname.replace('::', '_')}_Function", (SingleLevelFunction,), methods)
-    redispatch = overload._handle.redispatch_boxed
+    redispatch = redispatch_boxed(overload)
     grad_enabled = torch.is_grad_enabled
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
@@ -426,14 +390,14 @@ def make_autograd_kernel(
                     if a.requires_grad:
                         needs_grad = True
                         break
-                elif isinstance(a, (list, tuple)) and _requires_grad(a):
+                elif isinstance(a, (list, tuple)) and requires_grad(a):
                     needs_grad = True
                     break
-            if needs_grad or (kwargs and any(map(_requires_grad, kwargs.values()))):
+            if needs_grad or (kwargs and any(map(requires_grad, kwargs.values()))):
                 spec, flat = flatten_inputs(signature.full_args(args, kwargs))
                 with enable_single_level_autograd_function():
                     return apply_function(function, (spec, transform_grad_modes()), *flat)
-        return redispatch(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+        return redispatch(keyset & AFTER_AUTOGRAD_KEYSET, *args, **kwargs)
 
     return kernel
 
@@ -584,31 +548,3 @@ def derive_batched_jvp(
         return call_below_jvp_level(batched_jvp, inputs, outputs, tangents)
 
     return derived_jvp
-
-
-def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., Any]:
-    """The ``ADInplaceOrView`` kernel of a mutating op: bump the mutated inputs' versions, so
-    autograd detects a saved tensor that the op changed (as ``custom_op`` does)."""
-    positions = [
-        signature.positional.index(n) for n in signature.mutated if n in signature.positional
-    ]
-    keywords = [n for n in signature.mutated if n in signature.kwarg_only]
-
-    def bump(value: Any) -> None:
-        for t in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(t, torch.Tensor):
-                torch.autograd.graph.increment_version(t)
-
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        for i in positions:
-            if i < len(args):
-                bump(args[i])
-        for name in keywords:
-            if name in kwargs:
-                bump(kwargs[name])
-        with torch._C._AutoDispatchBelowADInplaceOrView():
-            return overload.redispatch(
-                keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs
-            )
-
-    return kernel

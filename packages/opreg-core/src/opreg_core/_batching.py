@@ -27,15 +27,15 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ._torch_private import (
+from ._private import (
     CVmapInterpreterPtr,
     RandomnessType,
     call_one_level_down,
     current_vmap_level,
     peek_interpreter_stack,
 )
-from ._torch_private import add_batch_dim as _add_batch_dim
-from ._torch_private import unwrap_batched as _unwrap_batched
+from ._private import add_batch_dim as _add_batch_dim
+from ._private import unwrap_batched as _unwrap_batched
 
 _RANDOMNESS = {
     RandomnessType.Error: "error",
@@ -171,8 +171,8 @@ class BatchingRules:
         op: Callable[..., Any],
         batched_op: Callable[..., Any],
         out_dims: OutDims,
-        wrap_inputs: Callable[..., Any] | None,
-        max_level: int | None,
+        wrap_inputs: Callable[..., Any] | None = None,
+        max_level: int | None = None,
     ) -> None:
         self.qualname = qualname
         self.op = op

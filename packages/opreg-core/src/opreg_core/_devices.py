@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._torch_private import dispatch_key_for_device
+from ._private import dispatch_key_for_device
 
 
 def device_type_name(device: str | torch.device) -> str:

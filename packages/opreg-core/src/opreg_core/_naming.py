@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._ops import OpOverloadPacket
+
+from ._private import OpOverloadPacket
 
 #: What torch's schema parser accepts as a namespace or an operator name.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
-import torch
-from torch._ops import OpOverload
-
 from ._batching import VmapStats
+from ._kernels import KernelHandle, add_kernel
+from ._private import OpOverload
+from ._samples import SampleInputs
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class SampleInput:
-    """One sample call of an op, for the checking tools: ``op(*args, **kwargs)``."""
-
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    name: str = ""
-
-
-SampleInputs = Callable[[torch.device], Iterable[SampleInput]]
 
 
 class Registration(NamedTuple):
@@ -33,27 +20,6 @@ class Registration(NamedTuple):
     operator: str  #: qualified operator name
     dispatch_key: str
     what: str  #: e.g. "fallback", "fake", "vmap rule", "autograd"
-
-
-class KernelHandle:
-    """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
-
-    def __init__(self, op: VmapOp[Any, Any], device_type: str, batched: bool, lib: Any) -> None:
-        self.op = op
-        self.device_type = device_type
-        self.batched = batched
-        self._lib = lib
-
-    def remove(self) -> None:
-        """Unregister the kernel; the fallback (or ``vmap_fn``) serves the device again."""
-        if self._lib is not None:
-            self._lib.destroy()
-            self._lib = None
-            self.op._kernels.pop((self.device_type, self.batched), None)
-
-    @property
-    def active(self) -> bool:
-        return self._lib is not None
 
 
 class VmapOp(OpOverload[P, R]):
@@ -66,7 +32,7 @@ class VmapOp(OpOverload[P, R]):
     ``torch.ops.<namespace>.<name>.default``.
     """
 
-    # Set by opreg_core._register; documented attributes of the public API.
+    # Set by opreg_core._build.make_op; documented attributes of the public API.
     qualname: str
     namespace: str
     opname: str
@@ -121,8 +87,6 @@ class VmapOp(OpOverload[P, R]):
         ``vmap_fn``). Registering the same device again replaces the earlier kernel. Raises
         ``ValueError`` if this torch build does not know ``device_type``.
         """
-        from ._register import add_kernel
-
         return add_kernel(self, device_type, kernel, batched)
 
     def __repr__(self) -> str:

@@ -1,4 +1,6 @@
-"""The options of ``register_vmap_op`` and their validation: errors name the op and the problem."""
+"""The options of ``register_vmap_op``: their names and types (``VmapOpOptions``), their
+defaults, and :func:`resolve`, which validates them all and builds the :class:`OpSpec` the
+registration works from. Errors name the op and the problem."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
-from ._op import SampleInputs
-from ._sharding import ShardingSpec
+from ._devices import dispatch_key_for
+from ._naming import default_name, split_name
+from ._samples import SampleInputs
+from ._sharding import ShardingSpec, sharding_rule
+from ._signature import Signature, infer_schema, parse_signature
 
 
 class VmapOpOptions(TypedDict, total=False):
@@ -48,6 +53,32 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "differentiable": True,
 }
 
+#: The options that the op keeps as given (once checked).
+_AS_GIVEN = (
+    "fake_fn",
+    "vmap_fn",
+    "fake_vmap_fn",
+    "vmap_wrap_inputs",
+    "max_vmap_level",
+    "backward",
+    "setup_context",
+    "jvp",
+    "differentiable",
+    "sample_inputs",
+    "sharding",
+)
+
+#: The options that must be callables (or None), in the order they are checked.
+_CALLABLES = (
+    "vmap_fn",
+    "fake_vmap_fn",
+    "vmap_wrap_inputs",
+    "backward",
+    "setup_context",
+    "jvp",
+    "sample_inputs",
+)
+
 
 def check_option_names(options: Mapping[str, object], caller: str = "register_vmap_op") -> None:
     """Refuse a keyword that is not an option, as Python does, with the nearest option named."""
@@ -59,25 +90,125 @@ def check_option_names(options: Mapping[str, object], caller: str = "register_vm
 
 
 @dataclass(frozen=True)
-class Options:
-    """Everything passed to ``register_vmap_op`` besides ``fn``."""
+class OpSpec:
+    """One op's registration, resolved and validated: what the kernels are built from."""
 
-    fake_fn: Callable[..., Any] | None
+    fn: Callable[..., Any]
+    qualname: str
+    namespace: str
+    opname: str
+    fake_fn: Callable[..., Any]
     vmap_fn: Callable[..., Any] | None
-    fake_vmap_fn: Callable[..., Any] | None
+    fake_vmap_fn: Callable[..., Any] | None  #: set whenever ``vmap_fn`` is
     vmap_wrap_inputs: Callable[..., Any] | None
-    vmap_out_dims: int | Sequence[int | None] | None
+    out_dims: tuple[int | None, ...]  #: one per output
     max_vmap_level: int | None
-    name: str | None
-    mutates_args: str | Sequence[str]
-    device_types: str | Sequence[str] | None
-    schema: str | None
+    mutated: tuple[str, ...]
+    device_types: tuple[str, ...] | None
+    dispatch_keys: tuple[str, ...]  #: where the fallback and ``vmap_fn`` are registered
+    signature: Signature
     backward: Callable[..., Any] | None
     setup_context: Callable[..., Any] | None
-    differentiable: bool
     jvp: Callable[..., Any] | None
+    differentiable: bool
     sample_inputs: SampleInputs | None
-    sharding: ShardingSpec | None
+    sharding: ShardingSpec | None  #: checked by :func:`sharding_rule`
+
+    @property
+    def num_returns(self) -> int:
+        return self.signature.num_returns
+
+
+def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
+    """Apply the defaults to ``options`` (keywords of ``register_vmap_op``), check everything
+    that can be checked before registering, and return the resolved registration."""
+    check_option_names(options)
+    o = {**DEFAULTS, **options}
+    if not callable(fn):
+        raise TypeError(f"opreg: register_vmap_op expects a function, got {type(fn).__name__}")
+    qualname = default_name(fn) if o["name"] is None else o["name"]
+    namespace, opname = split_name(qualname)
+    _check_functions(qualname, o)
+    mutated = as_names(qualname, "mutates_args", o["mutates_args"])
+    check_mutates_args(fn, qualname, mutated)
+    device_types = (
+        None if o["device_types"] is None else as_names(qualname, "device_types", o["device_types"])
+    )
+    try:
+        keys = (
+            ("CompositeExplicitAutograd",)
+            if device_types is None
+            else tuple(dispatch_key_for(d) for d in device_types)
+        )
+    except ValueError as exc:
+        raise ValueError(f"opreg: {qualname}: device_types: {exc}") from exc
+    signature = parse_signature(qualname, infer_schema(qualname, fn, o["schema"], mutated))
+    if o["schema"] is not None and set(mutated) != set(signature.mutated):
+        raise ValueError(
+            f"opreg: {qualname}: mutates_args {list(mutated)} disagrees with the schema, which "
+            f"marks {list(signature.mutated)} as mutated"
+        )
+    out_dims = normalize_out_dims(qualname, o["vmap_out_dims"], signature.num_returns)
+    if o["sharding"] is not None:
+        sharding_rule(o["sharding"], qualname)  # refuse a bad rule before registering anything
+    _check_derivatives(qualname, o, signature)
+    return OpSpec(
+        fn=fn,
+        qualname=qualname,
+        namespace=namespace,
+        opname=opname,
+        out_dims=out_dims,
+        mutated=mutated,
+        device_types=device_types,
+        dispatch_keys=keys,
+        signature=signature,
+        **{label: o[label] for label in _AS_GIVEN},
+    )
+
+
+def _check_functions(qualname: str, o: Mapping[str, Any]) -> None:
+    """The options that don't need the schema: callables, and which ones go together."""
+    check_callable(qualname, "fake_fn", o["fake_fn"], required=True)
+    for label in _CALLABLES:
+        check_callable(qualname, label, o[label])
+    if o["vmap_fn"] is not None and o["fake_vmap_fn"] is None:
+        raise TypeError(f"opreg: {qualname}: vmap_fn needs fake_vmap_fn (the batched op's fake)")
+    if o["vmap_fn"] is None:
+        for label in ("fake_vmap_fn", "vmap_wrap_inputs"):
+            if o[label] is not None:
+                raise ValueError(f"opreg: {qualname}: {label} is given but vmap_fn is not")
+    level = o["max_vmap_level"]
+    if level is not None and (not isinstance(level, int) or isinstance(level, bool)):
+        raise TypeError(f"opreg: {qualname}: max_vmap_level must be a positive int or None")
+    if level is not None and level < 1:
+        raise ValueError(f"opreg: {qualname}: max_vmap_level must be at least 1, got {level}")
+    if not isinstance(o["differentiable"], bool):
+        raise TypeError(f"opreg: {qualname}: differentiable must be a bool")
+    if o["setup_context"] is not None and o["backward"] is None and o["jvp"] is None:
+        raise ValueError(
+            f"opreg: {qualname}: setup_context is given but backward is not (nor jvp): it "
+            "fills the ctx that they receive"
+        )
+    for label in ("backward", "jvp"):
+        if o[label] is not None and not o["differentiable"]:
+            raise ValueError(
+                f"opreg: {qualname}: {label} is given but differentiable=False declares that no "
+                "gradient flows through the op"
+            )
+
+
+def _check_derivatives(qualname: str, o: Mapping[str, Any], signature: Signature) -> None:
+    """The derivative options that the schema rules out."""
+    if o["jvp"] is not None and signature.returns_list:
+        raise ValueError(
+            f"opreg: {qualname}: jvp is not supported for ops that return a list of tensors "
+            "(autograd tracks no tangent on a list output); return a tuple of tensors instead"
+        )
+    for label in ("backward", "jvp"):
+        if signature.mutated and o[label] is not None:
+            raise ValueError(
+                f"opreg: {qualname}: {label} is not supported for ops that mutate their arguments"
+            )
 
 
 def check_callable(qualname: str, label: str, value: object, required: bool = False) -> None:
@@ -109,45 +240,6 @@ def normalize_out_dims(qualname: str, value: object, num_returns: int) -> tuple[
             f"{num_returns} outputs"
         )
     return tuple(value)
-
-
-def validate(fn: Callable[..., Any], qualname: str, o: Options) -> None:
-    """Check the options that don't need the schema; errors name the op."""
-    check_callable(qualname, "fake_fn", o.fake_fn, required=True)
-    for label in (
-        "vmap_fn",
-        "fake_vmap_fn",
-        "vmap_wrap_inputs",
-        "backward",
-        "setup_context",
-        "jvp",
-    ):
-        check_callable(qualname, label, getattr(o, label))
-    check_callable(qualname, "sample_inputs", o.sample_inputs)
-    if o.vmap_fn is not None and o.fake_vmap_fn is None:
-        raise TypeError(f"opreg: {qualname}: vmap_fn needs fake_vmap_fn (the batched op's fake)")
-    if o.vmap_fn is None:
-        for label in ("fake_vmap_fn", "vmap_wrap_inputs"):
-            if getattr(o, label) is not None:
-                raise ValueError(f"opreg: {qualname}: {label} is given but vmap_fn is not")
-    level = o.max_vmap_level
-    if level is not None and (not isinstance(level, int) or isinstance(level, bool)):
-        raise TypeError(f"opreg: {qualname}: max_vmap_level must be a positive int or None")
-    if level is not None and level < 1:
-        raise ValueError(f"opreg: {qualname}: max_vmap_level must be at least 1, got {level}")
-    if not isinstance(o.differentiable, bool):
-        raise TypeError(f"opreg: {qualname}: differentiable must be a bool")
-    if o.setup_context is not None and o.backward is None and o.jvp is None:
-        raise ValueError(
-            f"opreg: {qualname}: setup_context is given but backward is not (nor jvp): it "
-            "fills the ctx that they receive"
-        )
-    for label in ("backward", "jvp"):
-        if getattr(o, label) is not None and not o.differentiable:
-            raise ValueError(
-                f"opreg: {qualname}: {label} is given but differentiable=False declares that no "
-                "gradient flows through the op"
-            )
 
 
 def check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[str, ...]) -> None:

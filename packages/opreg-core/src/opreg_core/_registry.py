@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._op import VmapOp
-from ._torch_private import rebind_call
+from ._private import rebind_call
+
+if TYPE_CHECKING:
+    from ._op import VmapOp
 
 _lock = threading.RLock()
 _ops: dict[str, VmapOp[Any, Any]] = {}

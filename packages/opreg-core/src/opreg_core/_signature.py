@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from ._private import parse_schema
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -65,7 +67,7 @@ def infer_schema(
 def parse_signature(qualname: str, schema: str) -> Signature:
     """Parse ``schema`` and collect the argument layout; errors name the op."""
     try:
-        parsed = torch._C.parse_schema(f"{qualname}{schema}")
+        parsed = parse_schema(f"{qualname}{schema}")
     except RuntimeError as exc:
         raise ValueError(f"opreg: {qualname}: invalid schema {schema!r}: {exc}") from exc
     positional: list[str] = []

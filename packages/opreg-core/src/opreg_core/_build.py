@@ -1,0 +1,170 @@
+"""Building a registered op from its :class:`OpSpec`, one concern per function: the definition
+(fallback and fake), batching, mutation, autograd, and the op object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._autograd import (
+    derive_batched_backward,
+    derive_batched_jvp,
+    make_autograd_kernel,
+    non_differentiable_backward,
+)
+from ._batching import BatchingRules, VmapStats
+from ._kernels import as_registered, checked_arity
+from ._mutation import make_mutation_kernel
+from ._naming import BATCHED_SUFFIX
+from ._op import VmapOp
+from ._options import OpSpec
+from ._private import OpOverload, entry_point, new_op_object
+from ._registrar import Registrar
+
+Overload = OpOverload[..., Any]
+
+
+def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
+    """Register every kernel of ``spec`` through ``reg`` and return the op object."""
+    main = define(spec, reg)
+    batched, rules = add_batching(spec, reg, main)
+    targets = [(spec.opname, main)]
+    if batched is not None:
+        targets.append((spec.opname + BATCHED_SUFFIX, batched))
+    if spec.signature.mutated:
+        add_mutation_kernels(spec, reg, targets)
+    add_autograd_kernels(spec, reg, targets)
+    return make_op(spec, reg, main, batched, rules)
+
+
+def define(spec: OpSpec, reg: Registrar) -> Overload:
+    """The operator's definition, its fallback on each dispatch key, and its fake."""
+    n = spec.num_returns
+    main = reg.define(spec.opname, spec.signature.schema)
+    kernel = as_registered(spec.fn, spec.differentiable, spec.qualname, "the function", n)
+    for key in spec.dispatch_keys:
+        reg.impl(spec.opname, kernel, key, "fallback")
+    reg.fake(spec.opname, checked_arity(spec.fake_fn, spec.qualname, "fake_fn", n), "fake")
+    return main
+
+
+def add_batching(
+    spec: OpSpec, reg: Registrar, main: Overload
+) -> tuple[Overload | None, BatchingRules | None]:
+    """With ``vmap_fn``: the batched op (its kernels and fake) and both vmap rules. Without it,
+    a per-sample loop for ops returning lists (PyTorch's own fallback cannot stack them)."""
+    qualname, opname, n = spec.qualname, spec.opname, spec.num_returns
+    if spec.vmap_fn is None:
+        if not spec.signature.returns_list:
+            return None, None
+        rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.out_dims)
+        reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
+        return None, rules
+    assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
+    name = opname + BATCHED_SUFFIX
+    batched = reg.define(name, spec.signature.schema)
+    kernel = as_registered(spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n)
+    for key in spec.dispatch_keys:
+        reg.impl(name, kernel, key, "vmap_fn")
+    reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
+    rules = BatchingRules(
+        qualname,
+        entry_point(main),
+        entry_point(batched),
+        spec.out_dims,
+        spec.vmap_wrap_inputs,
+        spec.max_vmap_level,
+    )
+    reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
+    reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
+    return batched, rules
+
+
+def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:
+    """Version-counter bumps of the mutated inputs, on the op and its batched op."""
+    for name, overload in targets:
+        kernel = make_mutation_kernel(overload, spec.signature)
+        reg.impl(name, kernel, "ADInplaceOrView", "version counter bump", with_keyset=True)
+
+
+def add_autograd_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:
+    """The op's autograd kernel (the user's backward and jvp) and the batched op's (derived by
+    vmap); a fallthrough for a non-differentiable op."""
+    if not spec.differentiable:
+        for name, _ in targets:
+            reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
+        return
+    qualname, signature = spec.qualname, spec.signature
+    user_backward = spec.backward is not None
+    backward = spec.backward if spec.backward is not None else non_differentiable_backward(qualname)
+    (name, main), *batched = targets
+    kernel = make_autograd_kernel(
+        qualname,
+        main,
+        signature,
+        spec.setup_context,
+        backward,
+        user_backward=user_backward,
+        jvp=spec.jvp,
+        user_jvp=True,
+    )
+    reg.impl(name, kernel, "Autograd", "autograd", with_keyset=True)
+    for name, overload in batched:
+        setup_b, backward_b = derive_batched_backward(
+            qualname, signature.names, spec.out_dims, spec.setup_context, backward
+        )
+        jvp_b = (
+            None
+            if spec.jvp is None
+            else derive_batched_jvp(qualname, spec.out_dims, spec.setup_context, spec.jvp)
+        )
+        kernel = make_autograd_kernel(qualname, overload, signature, setup_b, backward_b, jvp=jvp_b)
+        reg.impl(name, kernel, "Autograd", "derived autograd", with_keyset=True)
+
+
+def make_op(
+    spec: OpSpec,
+    reg: Registrar,
+    main: Overload,
+    batched: Overload | None,
+    rules: BatchingRules | None,
+) -> VmapOp[Any, Any]:
+    """The op object: an instance of its own ``VmapOp`` subclass whose ``__call__`` is the
+    operator's C++ entry point (no Python frame per call), carrying the public attributes."""
+    cls = type(
+        f"VmapOp_{spec.qualname.replace('::', '__')}", (VmapOp,), {"__call__": entry_point(main)}
+    )
+    op: VmapOp[Any, Any] = new_op_object(cls, main)
+    fn = spec.fn
+    op.__dict__.update(
+        qualname=spec.qualname,
+        namespace=spec.namespace,
+        opname=spec.opname,
+        overload=main,
+        batched_overload=batched,
+        fallback=fn,
+        fake_fn=spec.fake_fn,
+        vmap_fn=spec.vmap_fn,
+        fake_vmap_fn=spec.fake_vmap_fn,
+        vmap_wrap_inputs=spec.vmap_wrap_inputs,
+        vmap_out_dims=spec.out_dims,
+        max_vmap_level=spec.max_vmap_level,
+        mutates_args=spec.mutated,
+        device_types=spec.device_types,
+        schema=spec.signature.schema,
+        backward=spec.backward,
+        setup_context=spec.setup_context,
+        jvp=spec.jvp,
+        differentiable=spec.differentiable,
+        sample_inputs=spec.sample_inputs,
+        module=getattr(fn, "__module__", None) or "",
+        registrations=tuple(reg.done),
+        vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
+        _kernels={},
+        _libs=[reg.lib],
+        extensions={},
+        __doc__=getattr(fn, "__doc__", None),
+        __wrapped__=fn,
+    )
+    return op

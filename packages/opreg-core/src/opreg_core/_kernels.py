@@ -1,0 +1,100 @@
+"""Kernels as opreg registers them (arity-checked, below autograd for a non-differentiable
+op), and the per-device kernels of :meth:`VmapOp.register_kernel`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import _registry
+from ._autograd import requires_grad
+from ._devices import device_type_name, dispatch_key_for
+from ._naming import BATCHED_SUFFIX
+from ._options import check_callable
+from ._private import Library, below_autograd
+
+if TYPE_CHECKING:
+    from ._op import VmapOp
+
+
+def checked_arity(
+    kernel: Callable[..., Any], qualname: str, label: str, num_returns: int
+) -> Callable[..., Any]:
+    """Guard a kernel of a multi-output op against returning the wrong number of outputs.
+
+    PyTorch accepts a Python kernel's tuple of the wrong length and corrupts the dispatcher's
+    stack (a crash later); single-output ops get a clean error from PyTorch and stay unwrapped.
+    """
+    if num_returns <= 1:
+        return kernel
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        out = kernel(*args, **kwargs)
+        if not isinstance(out, (tuple, list)) or len(out) != num_returns:
+            got = f"{len(out)} outputs" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise RuntimeError(
+                f"opreg: {qualname}: {label} returned {got}, the op declares {num_returns} outputs"
+            )
+        return out
+
+    return guarded
+
+
+def as_registered(
+    kernel: Callable[..., Any], differentiable: bool, qualname: str, label: str, num_returns: int
+) -> Callable[..., Any]:
+    """A kernel as registered: arity-checked, and run below autograd for a non-differentiable
+    op (whose ``Autograd`` key is a fallthrough)."""
+    checked = checked_arity(kernel, qualname, label, num_returns)
+    return checked if differentiable else below_autograd(checked, requires_grad)
+
+
+class KernelHandle:
+    """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
+
+    def __init__(self, op: VmapOp[Any, Any], device_type: str, batched: bool, lib: Any) -> None:
+        self.op = op
+        self.device_type = device_type
+        self.batched = batched
+        self._lib = lib
+
+    def remove(self) -> None:
+        """Unregister the kernel; the fallback (or ``vmap_fn``) serves the device again."""
+        if self._lib is not None:
+            self._lib.destroy()
+            self._lib = None
+            self.op._kernels.pop((self.device_type, self.batched), None)
+
+    @property
+    def active(self) -> bool:
+        return self._lib is not None
+
+
+def add_kernel(
+    op: VmapOp[Any, Any], device_type: str, kernel: Callable[..., Any], batched: bool
+) -> KernelHandle:
+    """Implementation of :meth:`VmapOp.register_kernel`."""
+    check_callable(op.qualname, "kernel", kernel, required=True)
+    try:
+        key = dispatch_key_for(device_type)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"opreg: {op.qualname}: register_kernel: {exc}") from exc
+    if batched and op.batched_overload is None:
+        raise ValueError(
+            f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered "
+            "with vmap_fn"
+        )
+    device = device_type_name(device_type)
+    with _registry.registry_lock():
+        old = op._kernels.get((device, batched))
+        if old is not None:
+            old.remove()
+        lib = Library(op.namespace)
+        name = op.opname + (BATCHED_SUFFIX if batched else "")
+        n = len(op.vmap_out_dims)
+        label = f"the {device} kernel" + (" (batched)" if batched else "")
+        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n)
+        lib.impl(name, wrapped, key, allow_override=True)
+        handle = KernelHandle(op, device, batched, lib)
+        op._kernels[(device, batched)] = handle
+    return handle

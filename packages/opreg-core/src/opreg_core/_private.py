@@ -1,0 +1,532 @@
+"""Every PyTorch internal that opreg-core relies on, and nothing else.
+
+A torch upgrade that drops or changes one of these breaks here, in one place:
+:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
+calls it). Each section says why its internals are needed and which public API would replace
+them. Everything else in opreg-core uses public torch APIs only (``torch.library``,
+``torch.func``, ``torch.autograd.Function``, ``torch.distributed.tensor.experimental``).
+Names that a kernel uses on every call are bound here once (aliases, not wrappers), so the
+boundary adds no Python frame to a call of an op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar, cast
+
+import torch
+import torch._C._functorch as _functorch
+import torch.autograd.forward_ad as _forward_ad
+
+# -- Autograd ------------------------------------------------------------------------------
+# Why: the ``Autograd`` kernel applies a *single-level* autograd Function, which records on the
+# grad level's wrapper tensors as PyTorch's own ATen kernels do; this is what makes
+# ``torch.func.grad``/``jacrev``/``vjp`` work where ``torch.library.register_autograd`` (through
+# ``custom_function_call``) raises. The kernels redispatch below autograd with the guards and
+# keysets of the dispatcher.
+# Public replacement: ``torch.library.register_autograd`` composing with ``torch.func``, and
+# public below-autograd redispatch guards.
+from torch._functorch import autograd_function as _autograd_function
+
+# -- Operators -------------------------------------------------------------------------------
+# Why: an opreg op *is* an ``OpOverload`` (so opcheck, torch.compile and torch.export treat it as
+# the operator), whose ``__call__`` is the overload's C++ entry point ``_op`` (no Python frame
+# per call), and whose kernels redispatch through ``_handle``; the sharding rules read the
+# operator's ``_schema``; the name check compares with ``OpOverloadPacket`` attributes.
+# Public replacement: exported ``OpOverload``/``OpOverloadPacket`` types, a ``schema`` property,
+# and a supported way to subclass an overload (or a call hook on ``torch.library.custom_op``
+# that costs no Python frame).
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.autograd.function import _SingleLevelFunction
+
+# -- Trees -------------------------------------------------------------------------------------
+# Why: lists of tensors in arguments and outputs are walked and rebuilt.
+# Public replacement: ``torch.utils.pytree`` (not importable in torch 2.13).
+from torch.utils._pytree import tree_leaves, tree_map_only
+
+__all__ = [
+    "AFTER_AD_INPLACE_OR_VIEW_KEYSET",
+    "AFTER_AUTOGRAD_KEYSET",
+    "INTERNALS",
+    "AutoDispatchBelowADInplaceOrView",
+    "AutoDispatchBelowAutograd",
+    "CVmapInterpreterPtr",
+    "Library",
+    "OpOverload",
+    "OpOverloadPacket",
+    "RandomnessType",
+    "SingleLevelFunction",
+    "add_batch_dim",
+    "apply_function",
+    "below_autograd",
+    "call_below_jvp_level",
+    "call_one_level_down",
+    "clear_sharding_caches",
+    "current_vmap_level",
+    "dispatch_key_for_device",
+    "enable_single_level_autograd_function",
+    "entry_point",
+    "forget_sharding_strategies",
+    "forward_mode_ad_active",
+    "grad_modes",
+    "missing_internals",
+    "new_op_object",
+    "operator_exists",
+    "overload_schema",
+    "parse_schema",
+    "peek_interpreter_stack",
+    "rebind_call",
+    "redispatch_boxed",
+    "tangent_flags",
+    "tangents_of_outer_levels",
+    "transform_grad_modes",
+    "tree_leaves",
+    "tree_map_only",
+    "unwrap_batched",
+]
+
+#: Dotted names of every internal used here (attributes that exist only on instances are
+#: listed as the instance attribute of the class; see :func:`missing_internals`).
+INTERNALS: tuple[str, ...] = (
+    "torch._ops.OpOverload",
+    "torch._ops.OpOverload._op",
+    "torch._ops.OpOverload._handle",
+    "torch._ops.OpOverload._schema",
+    "torch._ops.OpOverloadPacket",
+    "torch._C._dispatch_key_for_device",
+    "torch._C._dispatch_find_schema_or_throw",
+    "torch._C.parse_schema",
+    "torch._C._AutoDispatchBelowAutograd",
+    "torch._C._AutoDispatchBelowADInplaceOrView",
+    "torch._C._after_autograd_keyset",
+    "torch._C._after_ADInplaceOrView_keyset",
+    "torch._C._are_functorch_transforms_active",
+    "torch._C._is_fwd_grad_enabled",
+    "torch._C._ForceDispatchKeyGuard",
+    "torch._C._dispatch_tls_local_include_set",
+    "torch._C._dispatch_tls_local_exclude_set",
+    "torch._C.DispatchKeySet",
+    "torch._C.DispatchKey",
+    "torch._C._functorch.tls_set_vmap_excluded",
+    "torch._C._functorch._add_batch_dim",
+    "torch._C._functorch._unwrap_batched",
+    "torch._C._functorch._wrap_for_grad",
+    "torch._C._functorch._unwrap_for_grad",
+    "torch._C._functorch.maybe_current_level",
+    "torch._C._functorch.peek_interpreter_stack",
+    "torch._C._functorch.pop_dynamic_layer_stack",
+    "torch._C._functorch.push_dynamic_layer_stack",
+    "torch._C._functorch.CVmapInterpreterPtr",
+    "torch._C._functorch.CJvpInterpreterPtr",
+    "torch._C._functorch.RandomnessType",
+    "torch._C._functorch.TransformType",
+    "torch._functorch.autograd_function.enable_single_level_autograd_function",
+    "torch.autograd.function._SingleLevelFunction",
+    "torch.autograd.forward_ad._current_level",
+    "torch.autograd.forward_ad._set_fwd_grad_enabled",
+    "torch.library.Library._destroy",
+    "torch.utils._pytree.tree_leaves",
+    "torch.utils._pytree.tree_map_only",
+    "torch.distributed.tensor.DTensor._op_dispatcher",
+    "torch.distributed.tensor.debug._clear_sharding_prop_cache",
+)
+
+#: Internals of optional parts of torch: missing only if that part imports (torch.distributed
+#: can be left out of a build).
+_OPTIONAL_PREFIXES = ("torch.distributed.",)
+
+_OP = TypeVar("_OP", bound=OpOverload[Any, Any])
+
+
+def entry_point(overload: OpOverload[Any, Any]) -> Callable[..., Any]:
+    """The C++ entry point of an overload: calling it is a direct call into the dispatcher."""
+    call: Callable[..., Any] = overload._op
+    return call
+
+
+def redispatch_boxed(overload: OpOverload[Any, Any]) -> Callable[..., Any]:
+    """``redispatch(keyset, *args, **kwargs)`` of an overload, for a kernel ``with_keyset``."""
+    return cast(Callable[..., Any], overload._handle.redispatch_boxed)
+
+
+def overload_schema(overload: OpOverload[Any, Any]) -> torch.FunctionSchema:
+    """The schema of an overload (argument names, return types)."""
+    return overload._schema
+
+
+def new_op_object(cls: type[_OP], overload: OpOverload[Any, Any]) -> _OP:
+    """An instance of ``cls`` (an ``OpOverload`` subclass whose ``__call__`` is the overload's
+    entry point) that is the operator ``overload``: ``OpOverload.__init__`` would register a
+    new overload, so the instance is made without it and takes the overload's state (its
+    ``__dict__``: the schema, handle, names and caches torch reads from an overload)."""
+    op = object.__new__(cls)
+    op.__dict__.update(overload.__dict__)
+    return op
+
+
+def rebind_call(op_class: type, overload: OpOverload[Any, Any]) -> None:
+    """Make instances of ``op_class`` call ``overload`` directly through the C++ entry point."""
+    setattr(op_class, "__call__", overload._op)  # noqa: B010 (a class-level slot)
+
+
+# -- The dispatcher ----------------------------------------------------------------------------
+# Why: a device type's backend dispatch key (where ``device_types`` registers kernels), whether
+# a name is taken by an operator opreg did not register, a schema parsed before anything is
+# registered, and destroying a ``torch.library.Library`` fragment (``unregister``,
+# re-registration).
+# Public replacement: ``torch.library`` queries for dispatch keys and operators, a public
+# schema parser, and ``Library.destroy()``.
+
+
+def dispatch_key_for_device(device_type: str) -> str:
+    """The backend dispatch key name of a device type (``"cuda"`` -> ``"CUDA"``); RuntimeError
+    for a device type this torch build does not know."""
+    return str(torch._C._dispatch_key_for_device(device_type))
+
+
+parse_schema: Callable[[str], torch.FunctionSchema] = torch._C.parse_schema
+
+
+def operator_exists(qualname: str) -> bool:
+    """Whether the dispatcher knows an operator (default overload) of this name."""
+    try:
+        torch._C._dispatch_find_schema_or_throw(qualname, "")
+    except RuntimeError:
+        return False
+    return True
+
+
+class Library:
+    """A typed wrapper of ``torch.library.Library`` (a ``FRAGMENT`` of one namespace)."""
+
+    def __init__(self, namespace: str) -> None:
+        self._lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
+
+    def define(self, schema: str) -> None:
+        self._lib.define(schema)  # type: ignore[no-untyped-call]
+
+    def impl(
+        self,
+        opname: str,
+        kernel: Callable[..., Any],
+        dispatch_key: str,
+        *,
+        with_keyset: bool = False,
+        allow_override: bool = False,
+    ) -> None:
+        extra = {"allow_override": True} if allow_override and _IMPL_ALLOWS_OVERRIDE else {}
+        self._lib.impl(opname, kernel, dispatch_key, with_keyset=with_keyset, **extra)  # type: ignore[no-untyped-call]
+
+    def register_fake(self, qualname: str, fake: Callable[..., Any]) -> None:
+        torch.library.register_fake(qualname, fake, lib=self._lib)
+
+    def destroy(self) -> None:
+        self._lib._destroy()  # type: ignore[no-untyped-call]
+
+
+def _impl_allows_override() -> bool:
+
+    return "allow_override" in inspect.signature(torch.library.Library.impl).parameters
+
+
+_IMPL_ALLOWS_OVERRIDE = _impl_allows_override()
+
+
+# -- vmap ----------------------------------------------------------------------------------------
+# Why: opreg's batching rules are kernels on ``FuncTorchBatched`` that unwrap and re-wrap the
+# level's batched tensors and send the batched call one level down; ``torch.library.register_vmap``
+# does the same through these functions, but with one Python rule per level (opreg folds every
+# level into one ``vmap_fn`` call) and without ``max_vmap_level``.
+# Public replacement: a ``torch.library`` batching-rule API for nested levels.
+
+_tls_set_vmap_excluded: Callable[[bool], None] = _functorch.tls_set_vmap_excluded  # type: ignore[attr-defined]
+add_batch_dim = _functorch._add_batch_dim
+unwrap_batched = _functorch._unwrap_batched
+peek_interpreter_stack = _functorch.peek_interpreter_stack
+CVmapInterpreterPtr = _functorch.CVmapInterpreterPtr
+RandomnessType = _functorch.RandomnessType
+
+
+def current_vmap_level() -> int:
+    """Level of the innermost active functorch transform (a vmap, inside a batching kernel)."""
+    level = _functorch.maybe_current_level()
+    if level is None:
+        raise RuntimeError("opreg: a batching rule ran outside of torch.vmap")
+    return level
+
+
+def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` one vmap level down: with ``FuncTorchBatched`` excluded, functorch's
+    dynamic-layer keys pop the current level (the lowering ``torch.library.register_vmap``
+    uses, through a cheaper TLS switch than a guard object)."""
+    _tls_set_vmap_excluded(True)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _tls_set_vmap_excluded(False)
+
+
+# -- Autograd kernels (see the import section above) ------------------------------------------
+
+SingleLevelFunction = _SingleLevelFunction
+enable_single_level_autograd_function: Callable[[], Any] = (
+    _autograd_function.enable_single_level_autograd_function  # type: ignore[attr-defined]
+)
+AutoDispatchBelowAutograd = torch._C._AutoDispatchBelowAutograd
+AutoDispatchBelowADInplaceOrView = torch._C._AutoDispatchBelowADInplaceOrView
+AFTER_AUTOGRAD_KEYSET = torch._C._after_autograd_keyset
+AFTER_AD_INPLACE_OR_VIEW_KEYSET = torch._C._after_ADInplaceOrView_keyset
+
+
+def apply_function(function: type, *args: Any) -> Any:
+    return cast(Any, function).apply(*args)
+
+
+def below_autograd(
+    kernel: Callable[..., Any], requires_grad: Callable[[Any], bool]
+) -> Callable[..., Any]:
+    """A kernel of an op declared non-differentiable, run with autograd off.
+
+    The op's ``Autograd`` key is a fallthrough (no Python crossing), which leaves autograd on
+    inside the kernels below it: without this guard a Python fallback made of differentiable
+    torch calls would record a graph, and its derivative would leak through ``.backward()``
+    (or, for dual tensors, its forward-mode tangent would leak into the output).
+    ``requires_grad(value)``: whether an argument (a tensor or a list of them) requires grad.
+    Here because it reads the forward-AD level on every call (``_current_level``, >= 0 inside
+    a dual level) without a function call.
+    """
+    below = torch._C._AutoDispatchBelowAutograd
+    grad_enabled = torch.is_grad_enabled
+    tensor = torch.Tensor
+    forward_ad = _forward_ad
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        # Only inputs that require grad can start a graph, and only inside a dual level can a
+        # tangent flow (forward AD, dual tensors). The guard costs ~0.4 us, so it is entered
+        # only then (random ops, the usual non-differentiable ones, take no such inputs).
+        if grad_enabled():
+            for a in args:
+                if isinstance(a, tensor):
+                    if a.requires_grad:
+                        break
+                elif isinstance(a, (list, tuple)) and requires_grad(a):
+                    break
+            else:
+                if forward_ad._current_level < 0 and not (
+                    kwargs and any(map(requires_grad, kwargs.values()))
+                ):
+                    return kernel(*args, **kwargs)
+            with below():
+                return kernel(*args, **kwargs)
+        if forward_ad._current_level < 0:
+            return kernel(*args, **kwargs)
+        with below():
+            return kernel(*args, **kwargs)
+
+    return guarded
+
+
+# -- Forward-mode AD ----------------------------------------------------------------------------
+# Why: a Function's ``jvp`` gets zeros for inputs without a tangent and runs with forward AD
+# off, which under ``torch.func`` also turns off every outer ``jvp``/``jacfwd`` level; opreg
+# reads the dual level and functorch's interpreter stack to pass None instead of made-up zeros
+# and to let outer levels differentiate the rule (``jacfwd(jacfwd(op))``).
+# Public replacement: a ``torch.autograd.Function`` jvp contract that composes with nested
+# ``torch.func`` forward-mode levels.
+
+_unpack_dual: Callable[[torch.Tensor], Any] = _forward_ad.unpack_dual
+
+
+def tangent_flags(values: Any) -> list[bool] | None:
+    """Which of ``values`` carry a tangent at the current dual level (None outside one).
+
+    Autograd hands a Function's ``jvp`` a zero tangent for an input without one; these flags
+    let opreg pass None instead, as its contract says."""
+    if _forward_ad._current_level < 0:
+        return None
+    with _forward_ad._set_fwd_grad_enabled(True):  # autograd turned it off around setup
+        return [isinstance(v, torch.Tensor) and _unpack_dual(v).tangent is not None for v in values]
+
+
+def forward_mode_ad_active(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether forward-mode AD would pass through this call: a ``torch.func.jvp``/``jacfwd``
+    level on top of functorch's stack, or a dual tensor among the arguments."""
+    if torch._C._are_functorch_transforms_active():
+        top = _functorch.peek_interpreter_stack()
+        if top is not None and top.key() == _functorch.TransformType.Jvp:
+            return True
+    if _forward_ad._current_level < 0:
+        return False
+    for value in (*args, *kwargs.values()):
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(t, torch.Tensor) and _unpack_dual(t).tangent is not None:
+                return True
+    return False
+
+
+def transform_grad_modes() -> tuple[bool, bool] | None:
+    """Grad mode and forward-grad mode while ``torch.func`` transforms are active, else None."""
+    if not torch._C._are_functorch_transforms_active():
+        return None
+    return torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+
+
+@contextlib.contextmanager
+def grad_modes(modes: tuple[bool, bool]) -> Iterator[None]:
+    """Set grad mode and forward-grad mode (as :func:`transform_grad_modes` returned them)."""
+    with torch.set_grad_enabled(modes[0]), _forward_ad._set_fwd_grad_enabled(modes[1]):
+        yield
+
+
+def _jvp_interpreter() -> Any:
+    """The functorch jvp transform being processed (top of the stack), or None."""
+    if not torch._C._are_functorch_transforms_active():
+        return None
+    top = _functorch.peek_interpreter_stack()
+    if top is None or top.key() != _functorch.TransformType.Jvp:
+        return None
+    return top
+
+
+@contextlib.contextmanager
+def tangents_of_outer_levels() -> Iterator[None]:
+    """Run a jvp rule so that outer forward-mode levels differentiate it, not its own level.
+
+    Autograd calls a Function's ``jvp`` with forward AD switched off, which under
+    ``torch.func`` also switches off every outer ``jvp``/``jacfwd`` level: a second forward
+    derivative (``jacfwd(jacfwd(op))``) would silently lose the rule's contribution. Inside a
+    functorch jvp level this turns forward AD back on (as the level found it) and skips this
+    level's autograd kernels, so the rule's operations get tangents from outer levels only.
+    """
+    top = _jvp_interpreter()
+    if top is None:
+        yield
+        return
+    enabled = _functorch.CJvpInterpreterPtr(top).prevFwdGradMode()
+    with _forward_ad._set_fwd_grad_enabled(enabled), torch._C._AutoDispatchBelowAutograd():
+        yield
+
+
+def call_below_jvp_level(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` one level below the functorch jvp level being processed, if any.
+
+    The Function's ``jvp`` runs inside that level's dispatch, where functorch cannot start a
+    new transform (a ``torch.vmap`` there trips an internal assert). The tensors of ``args``
+    are unwrapped from the level, the level is popped while ``fn`` runs (with the fresh
+    dispatch state functorch gives any operation sent to the next level, and forward AD as
+    the level found it, for outer levels), and the tensors ``fn`` returns are wrapped back
+    into the level (as tangents of this level they carry no tangent themselves).
+    """
+    top = _jvp_interpreter()
+    if top is None:
+        return fn(*args)
+    level = top.level()
+    enabled = _functorch.CJvpInterpreterPtr(top).prevFwdGradMode()
+    args = tree_map_only(torch.Tensor, lambda t: _functorch._unwrap_for_grad(t, level), args)
+    saved = _functorch.pop_dynamic_layer_stack()
+    try:
+        with (
+            torch._C._ForceDispatchKeyGuard(*_dispatch_state_below()),
+            _forward_ad._set_fwd_grad_enabled(enabled),
+        ):
+            out = fn(*args)
+    finally:
+        _functorch.push_dynamic_layer_stack(saved)
+    return tree_map_only(torch.Tensor, lambda t: _functorch._wrap_for_grad(t, level), out)
+
+
+def _keys(*names: str) -> Any:
+    result = torch._C.DispatchKeySet(torch._C.DispatchKey.Undefined)
+    for name in names:
+        result = result | torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, name))
+    return result
+
+
+_AUTOCAST_KEYS = _keys(*(k for k in torch._C.DispatchKey.__members__ if k.startswith("Autocast")))
+_FRONT_BACK = _keys("FuncTorchDynamicLayerFrontMode", "FuncTorchDynamicLayerBackMode")
+_DEFAULT_INCLUDED = _keys("BackendSelect", "ADInplaceOrView")
+
+
+def _dispatch_state_below() -> tuple[Any, Any]:
+    """The dispatch keys (included, excluded) that functorch gives an operation it sends from
+    a jvp level to the next: its fresh state (transform and autograd keys no longer
+    excluded), keeping the caller's autocast state; the dynamic-layer keys only while
+    a level is left on the stack."""
+    include = torch._C._dispatch_tls_local_include_set() | _DEFAULT_INCLUDED
+    if _functorch.peek_interpreter_stack() is None:
+        include = include - _FRONT_BACK
+    else:
+        include = include | _FRONT_BACK
+    return include, torch._C._dispatch_tls_local_exclude_set() & _AUTOCAST_KEYS
+
+
+# -- DTensor sharding -----------------------------------------------------------------------------
+# Why: a re-registered op name gets new operators; DTensor's sharding propagator keeps the
+# strategies and cached decisions of the destroyed ones, which must not answer for the new.
+# Public replacement: an unregister counterpart of
+# ``torch.distributed.tensor.experimental.register_sharding`` that clears its caches.
+
+
+def forget_sharding_strategies(dtensor: Any, overloads: Iterable[OpOverload[Any, Any]]) -> None:
+    """Drop the sharding strategies DTensor's propagator holds for ``overloads``."""
+    propagator = getattr(getattr(dtensor, "_op_dispatcher", None), "sharding_propagator", None)
+    for overload in overloads:
+        for table in ("op_strategy_funcs", "op_to_schema_info"):
+            getattr(propagator, table, {}).pop(overload, None)
+
+
+def clear_sharding_caches() -> None:
+    """DTensor caches sharding decisions per operator and inputs; a new rule must not meet an
+    old decision. Best effort: the cache helpers are debugging APIs."""
+    try:
+        from torch.distributed.tensor import debug
+
+        debug._clear_sharding_prop_cache()  # type: ignore[no-untyped-call]
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+
+
+# -- The check ---------------------------------------------------------------------------------
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names something: a module, then attributes of it (an attribute that
+    only instances have counts when ``__init__`` or a slot of the class names it)."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            if hasattr(value, name):
+                value = getattr(value, name)
+            else:
+                return isinstance(value, type) and _set_by_init(value, name)
+        return True
+    return False
+
+
+def _set_by_init(cls: type, attribute: str) -> bool:
+    """Whether ``cls.__init__`` (or a base's) assigns ``attribute`` to instances."""
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        code = getattr(init, "__code__", None)
+        if code is not None and attribute in code.co_names:
+            return True
+    return False
+
+
+def _optional_part_missing(dotted: str) -> bool:
+    """Whether ``dotted`` belongs to an optional part of torch that this build lacks."""
+    if not dotted.startswith(_OPTIONAL_PREFIXES):
+        return False
+    return not torch.distributed.is_available()
+
+
+def missing_internals() -> list[str]:
+    """The entries of :data:`INTERNALS` that this torch does not have (empty when all resolve)."""
+    return [n for n in INTERNALS if not _optional_part_missing(n) and not _resolves(n)]
