@@ -60,7 +60,7 @@ def test_unknown_keyword_is_a_type_error_with_the_nearest_option(
     with pytest.raises(TypeError, match=f"^register_vmap_op\\(\\) got an {message}"):
         _register(ns, **{keyword: _fake})
     with pytest.raises(TypeError, match=message):  # the decorator form refuses it at once
-        register_vmap_op(fake_fn=_fake, **{keyword: _fake})
+        register_vmap_op(fake_fn=_fake, **{keyword: _fake})  # type: ignore[call-overload]
     assert f"{ns}::inc" not in {op.qualname for op in opreg_core.registered_ops()}
 
 
@@ -87,10 +87,14 @@ def test_options_typed_dict_lists_every_keyword() -> None:
 
 
 def test_options_forwarded_as_a_dict_register_the_same_op(ns: str) -> None:
-    options: VmapOpOptions = {"fake_fn": _fake, "differentiable": False, "vmap_out_dims": 0}
-    op = register_vmap_op(
-        lambda x: x * 2, name=f"{ns}::double", schema="(Tensor x) -> Tensor", **options
-    )
+    options: VmapOpOptions = {
+        "fake_fn": _fake,
+        "differentiable": False,
+        "vmap_out_dims": 0,
+        "name": f"{ns}::double",
+        "schema": "(Tensor x) -> Tensor",
+    }
+    op = register_vmap_op(lambda x: x * 2, **options)
     assert op.differentiable is False and op.vmap_out_dims == (0,)
     assert torch.equal(op(torch.ones(2)), torch.full((2,), 2.0))
 
@@ -123,3 +127,20 @@ def test_typing_cases_pass_mypy_strict() -> None:
         ["--strict", "--config-file", str(root / "pyproject.toml"), str(cases)]
     )
     assert status == 0, out + err
+
+
+def test_a_device_index_is_refused_where_a_device_type_is_expected(ns: str) -> None:
+    """A kernel serves every device of its type: ``"cpu:0"`` is an error, not silently "cpu"."""
+    op = _register(ns)
+    with pytest.raises(ValueError, match=f"{ns}::inc: register_kernel: .*'cpu:0'.*device index"):
+        op.register_kernel("cpu:0", lambda x: x)
+    with pytest.raises(ValueError, match=f"{ns}::dev: device_types: .*device index"):
+        register_vmap_op(
+            lambda x: x,
+            fake_fn=_fake,
+            name=f"{ns}::dev",
+            schema="(Tensor x) -> Tensor",
+            device_types=("cpu:1",),
+        )
+    handle = op.register_kernel(" CPU ", lambda x: x + 10)
+    assert handle.device_type == "cpu" and op.kernel_device_types == frozenset({"cpu"})

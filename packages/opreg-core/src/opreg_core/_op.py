@@ -85,7 +85,8 @@ class VmapOp(OpOverload[P, R]):
 
         With ``batched=True`` the kernel replaces ``vmap_fn`` for that device (same signature as
         ``vmap_fn``). Registering the same device again replaces the earlier kernel. Raises
-        ``ValueError`` if this torch build does not know ``device_type``.
+        ``ValueError`` if this torch build does not know ``device_type``, or if it names a
+        device index (``"cuda:1"``: a kernel serves every device of its type).
         """
         return add_kernel(self, device_type, kernel, batched)
 

@@ -212,6 +212,7 @@ def _check_derivatives(qualname: str, o: Mapping[str, Any], signature: Signature
 
 
 def check_callable(qualname: str, label: str, value: object, required: bool = False) -> None:
+    """Refuse a non-callable ``value`` (or a missing one, when ``required``) for ``label``."""
     if value is None and not required:
         return
     if not callable(value):
@@ -220,6 +221,7 @@ def check_callable(qualname: str, label: str, value: object, required: bool = Fa
 
 
 def as_names(qualname: str, label: str, value: str | Sequence[str]) -> tuple[str, ...]:
+    """A string or a sequence of strings as a tuple of them; TypeError for anything else."""
     items = (value,) if isinstance(value, str) else value
     if not isinstance(items, (tuple, list)) or not all(isinstance(v, str) for v in items):
         raise TypeError(f"opreg: {qualname}: {label} must be a string or a sequence of strings")
@@ -227,6 +229,8 @@ def as_names(qualname: str, label: str, value: str | Sequence[str]) -> tuple[str
 
 
 def normalize_out_dims(qualname: str, value: object, num_returns: int) -> tuple[int | None, ...]:
+    """``vmap_out_dims`` as one batch dim (or None) per output."""
+
     def valid(d: object) -> bool:
         return d is None or (isinstance(d, int) and not isinstance(d, bool))
 
@@ -243,6 +247,8 @@ def normalize_out_dims(qualname: str, value: object, num_returns: int) -> tuple[
 
 
 def check_mutates_args(fn: Callable[..., Any], qualname: str, mutated: tuple[str, ...]) -> None:
+    """Refuse a ``mutates_args`` entry that is not a parameter of ``fn`` (when it has a
+    signature to read)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):

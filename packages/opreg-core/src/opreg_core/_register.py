@@ -92,6 +92,10 @@ def register_vmap_op(
             ``"replicate"``, a ``ShardingRule`` or a ``register_sharding``-style function (see
             ``opreg_core.register_sharding_rule``). None: no rule (DTensor refuses the op).
 
+    The keywords and their types are those of :class:`VmapOpOptions` (a wrapper can take
+    ``**options: Unpack[VmapOpOptions]`` and forward them); an unknown keyword raises
+    ``TypeError`` naming the nearest option.
+
     Registering a name that opreg registered before (re-running a notebook cell, a reload)
     replaces the earlier op: its kernels are removed, the new ones registered, and old handles
     of the op call the new definition. A name held by an operator opreg did not register is
