@@ -16,9 +16,13 @@ def _fake(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def _register(ns: str, **options: Any) -> opreg_core.VmapOp[Any, Any]:
+def _register(ns: str, opname: str = "inc", **options: Any) -> opreg_core.VmapOp[Any, Any]:
     return register_vmap_op(
-        lambda x: x + 1, fake_fn=_fake, name=f"{ns}::inc", schema="(Tensor x) -> Tensor", **options
+        lambda x: x + 1,
+        fake_fn=_fake,
+        name=f"{ns}::{opname}",
+        schema="(Tensor x) -> Tensor",
+        **options,
     )
 
 
@@ -135,12 +139,6 @@ def test_a_device_index_is_refused_where_a_device_type_is_expected(ns: str) -> N
     with pytest.raises(ValueError, match=f"{ns}::inc: register_kernel: .*'cpu:0'.*device index"):
         op.register_kernel("cpu:0", lambda x: x)
     with pytest.raises(ValueError, match=f"{ns}::dev: device_types: .*device index"):
-        register_vmap_op(
-            lambda x: x,
-            fake_fn=_fake,
-            name=f"{ns}::dev",
-            schema="(Tensor x) -> Tensor",
-            device_types=("cpu:1",),
-        )
+        _register(ns, "dev", device_types=("cpu:1",))
     handle = op.register_kernel(" CPU ", lambda x: x + 10)
     assert handle.device_type == "cpu" and op.kernel_device_types == frozenset({"cpu"})
