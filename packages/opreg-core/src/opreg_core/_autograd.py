@@ -156,6 +156,16 @@ def _normalize(qualname: str, values: Any, count: int, what: str) -> tuple[Any, 
     return result
 
 
+def _empty_ctx_error(qualname: str, rule: str, exc: Exception) -> RuntimeError:
+    """The error for a user ``backward``/``jvp`` (``rule``) that failed reading a ``ctx`` that
+    no ``setup_context`` filled."""
+    return RuntimeError(
+        f"opreg: {qualname}: {rule} raised {type(exc).__name__}: {exc}. The op was registered "
+        "without setup_context, so ctx holds no saved tensors or attributes; pass "
+        f"setup_context=... to save what {rule} needs."
+    )
+
+
 def _is_expandable(shape: Sequence[int], to: Sequence[int]) -> bool:
     """Whether ``shape`` broadcasts to ``to``: autograd's test before it sums a gradient."""
     extra = len(to) - len(shape)
@@ -322,11 +332,7 @@ def make_autograd_kernel(
             # tensors); other errors are the backward's own and pass through unchanged.
             if not user_backward or setup_context is not None:
                 raise
-            raise RuntimeError(
-                f"opreg: {qualname}: backward raised {type(exc).__name__}: {exc}. The op was "
-                "registered without setup_context, so ctx holds no saved tensors or attributes; "
-                "pass setup_context=... to save what backward needs."
-            ) from exc
+            raise _empty_ctx_error(qualname, "backward", exc) from exc
         flat = flatten_grads(spec, _normalize(qualname, grads_in, count, "gradients"))
         # (A count of gradients other than the inputs' is autograd's to report.)
         if user_backward and len(flat) == len(shapes := ctx.opreg_shapes) - 1:
@@ -349,11 +355,7 @@ def make_autograd_kernel(
         except (AttributeError, IndexError, ValueError) as exc:
             if not user_jvp or setup_context is not None:
                 raise
-            raise RuntimeError(
-                f"opreg: {qualname}: jvp raised {type(exc).__name__}: {exc}. The op was "
-                "registered without setup_context, so ctx holds no saved tensors or attributes; "
-                "pass setup_context=... to save what jvp needs."
-            ) from exc
+            raise _empty_ctx_error(qualname, "jvp", exc) from exc
         shapes = ctx.opreg_out_shapes
         result = _normalize(qualname, result, len(shapes), "tangents")
         check_tangents(qualname, result, shapes)
