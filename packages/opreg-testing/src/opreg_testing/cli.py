@@ -219,14 +219,10 @@ def _without_samples(op: str, device: str, checks: Sequence[str], error: Excepti
 def _default_devices(ops: Sequence[Any]) -> tuple[str, ...]:
     """cpu, cuda if present, triton-cpu if the interpreter is on and an op has a Triton kernel."""
     from .devices import TRITON_CPU, available_devices
-    from .interpreter import interpreter_enabled, kernels_installed, triton_info
+    from .interpreter import interpreter_enabled, triton_info
 
     devices = available_devices()
-    if (
-        interpreter_enabled()
-        and kernels_installed()
-        and any(triton_info(op) is not None for op in ops)
-    ):
+    if interpreter_enabled() and any(triton_info(op) is not None for op in ops):
         devices = (*devices, TRITON_CPU)
     return devices
 
