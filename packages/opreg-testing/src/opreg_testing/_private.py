@@ -73,6 +73,9 @@ INTERNALS: tuple[str, ...] = (
     "torch._ops.OpOverloadPacket._qualified_op_name",
     "torch._subclasses.fake_tensor.FakeTensorMode",
     "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor",
+    "torch.fx.experimental.symbolic_shapes.DimDynamic.DYNAMIC",
+    "torch.fx.experimental.symbolic_shapes.ShapeEnv",
+    "torch.fx.experimental.symbolic_shapes.StatelessSymbolicContext",
     "torch.utils._pytree.tree_leaves",
     "torch.utils._pytree.tree_map_only",
     "torch._C._dispatch_has_kernel_for_dispatch_key",
@@ -95,17 +98,6 @@ def packet_qualname(packet: OpOverloadPacket[..., Any]) -> str:
     return packet._qualified_op_name
 
 
-# -- Dispatcher queries ----------------------------------------------------------------------
-# Why: the vmap check reports which batching path ran for a torch operator: its own batching
-# rule (a kernel on ``FuncTorchBatched``) or PyTorch's per-sample fallback loop.
-# Public replacement: a ``torch.library`` query for an operator's kernels per dispatch key.
-
-
-def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
-    """Whether the operator ``"ns::name[.overload]"`` has a kernel on ``dispatch_key``."""
-    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, dispatch_key))
-
-
 def fake_mode(dynamic: bool) -> FakeTensorMode:
     """A fresh ``FakeTensorMode``; with ``dynamic``, one whose tensors can have symbolic dims."""
     return FakeTensorMode(shape_env=ShapeEnv() if dynamic else None)
@@ -117,6 +109,20 @@ def to_fake(mode: FakeTensorMode, t: torch.Tensor, dynamic: bool) -> torch.Tenso
         return mode.from_tensor(t)
     dims = [DimDynamic.DYNAMIC] * t.dim()
     return mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+
+
+# -- Dispatcher queries ----------------------------------------------------------------------
+# Why: the vmap check reports which batching path ran for a torch operator: its own batching
+# rule (a kernel on ``FuncTorchBatched``) or PyTorch's per-sample fallback loop.
+# Public replacement: a ``torch.library`` query for an operator's kernels per dispatch key.
+
+
+def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
+    """Whether the operator ``"ns::name[.overload]"`` has a kernel on ``dispatch_key``."""
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, dispatch_key))
+
+
+# -- The check ---------------------------------------------------------------------------------
 
 
 def _set_by_methods(cls: type, attribute: str) -> bool:
