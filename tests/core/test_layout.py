@@ -109,4 +109,3 @@ def test_the_scan_sees_lazy_imports_and_skips_type_checking_ones() -> None:
     assert _imported_modules(source, modules) == {"_a", "_c"}
     assert find_cycle({"_a": {"_b"}, "_b": {"_c"}, "_c": {"_a"}}) == ["_a", "_b", "_c", "_a"]
     assert find_cycle({"_a": {"_b"}, "_b": set(), "_c": {"_a", "_b"}}) == []
-
