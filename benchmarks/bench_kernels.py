@@ -190,43 +190,44 @@ def bench_overhead() -> list[Row]:
     import triton
 
     from opreg_kernels import fused_add, philox_uniform
-    from opreg_kernels.jit import add as jit_add
-    from opreg_kernels.jit import philox as jit_philox
+    from opreg_kernels.ops.fused_add import triton_kernels as add_kernels
+    from opreg_kernels.ops.philox import triton_kernels as philox_kernels
 
     x = torch.randn(16, device="cuda")
     seeds = torch.arange(2, device="cuda")
-    add_kernel, block, warps = jit_add._add_kernel, jit_add.DEFAULT_BLOCK, jit_add.DEFAULT_NUM_WARPS
+    add_kernel = add_kernels._add_kernel
+    block, warps = add_kernels.DEFAULT_BLOCK, add_kernels.DEFAULT_NUM_WARPS
 
     def raw_add() -> torch.Tensor:  # what a user writes without any op registration
         out = torch.empty_like(x)
         add_kernel[(triton.cdiv(16, block),)](
-            x, x, out, 16, WIDE=False, BLOCK=block, EVICT=jit_add.DEFAULT_EVICT, num_warps=warps
+            x, x, out, 16, WIDE=False, BLOCK=block, EVICT=add_kernels.DEFAULT_EVICT, num_warps=warps
         )
         return out
 
-    philox_kernel = jit_philox._philox_short_rows_kernel
+    philox_kernel = philox_kernels._philox_short_rows_kernel
 
     def raw_philox() -> torch.Tensor:
         out = torch.empty((2, 8), dtype=torch.float32, device="cuda")
         philox_kernel[(1,)](
             seeds, out, 8, 2, 4, 0, 0, NORMAL=False, WIDE=False,
-            BLOCK=jit_philox.DEFAULT_BLOCK, FAST_SINCOS=jit_philox.DEFAULT_FAST_SINCOS,
-            PTX_MATH=False, num_warps=jit_philox.DEFAULT_NUM_WARPS,
+            BLOCK=philox_kernels.DEFAULT_BLOCK, FAST_SINCOS=philox_kernels.DEFAULT_FAST_SINCOS,
+            PTX_MATH=False, num_warps=philox_kernels.DEFAULT_NUM_WARPS,
         )  # fmt: skip
         return out
 
     add_custom, add_custom_grad, uniform_custom = _custom_ops(
-        jit_add.launch, jit_philox.launch_uniform
+        add_kernels.launch, philox_kernels.launch_uniform
     )
     cases: list[tuple[str, str, Callable[[], Any]]] = [
         ("fused_add", "direct Triton launch", raw_add),
-        ("fused_add", "launcher function", lambda: jit_add.launch(x, x)),
+        ("fused_add", "launcher function", lambda: add_kernels.launch(x, x)),
         ("fused_add", "opreg op (with backward)", lambda: fused_add(x, x)),
         ("fused_add", "custom_op + register_kernel", lambda: add_custom(x, x)),
         ("fused_add", "... + register_autograd", lambda: add_custom_grad(x, x)),
         ("fused_add", "torch.add (reference)", lambda: torch.add(x, x)),
         ("philox_uniform", "direct Triton launch", raw_philox),
-        ("philox_uniform", "launcher function", lambda: jit_philox.launch_uniform(seeds, 8)),
+        ("philox_uniform", "launcher function", lambda: philox_kernels.launch_uniform(seeds, 8)),
         ("philox_uniform", "opreg op (differentiable=False)", lambda: philox_uniform(seeds, 8)),
         ("philox_uniform", "custom_op + register_kernel", lambda: uniform_custom(seeds, 8)),
         ("philox_uniform", "torch.rand (reference)", lambda: torch.rand(2, 8, device="cuda")),
@@ -338,7 +339,8 @@ def bench_sweep() -> list[Row]:
     t_torch = gpu_ms(lambda: torch.add(x, y), iters=10)
     rows.append({"kernel": "fused_add", "variant": "torch.add", "GB/s": 3 * GIB / t_torch / 1e6})
     print_table(
-        "configuration sweep (defaults: DEFAULT_* in opreg_kernels/jit/; GB/s as in bandwidth)",
+        "configuration sweep (defaults: DEFAULT_* in opreg_kernels/ops/*/triton_kernels.py; "
+        "GB/s as in bandwidth)",
         rows,
         ["kernel", "block", "warps", "variant", "GB/s"],
     )
@@ -358,12 +360,12 @@ _PHILOX_MATH = {
 def _philox_config_bandwidth(
     rows: int, cols: int, normal: bool, block: int, warps: int, math: str
 ) -> float:
-    from opreg_kernels.jit import philox as jit_philox
+    from opreg_kernels.ops.philox import triton_kernels as philox_kernels
 
     seeds = torch.arange(rows, device="cuda")
     _, fast_sincos, ptx_math = _PHILOX_MATH[math]
     t = gpu_ms(
-        lambda: jit_philox.launch_rows(
+        lambda: philox_kernels.launch_rows(
             seeds, cols, 0, normal=normal, block=block, num_warps=warps,
             fast_sincos=fast_sincos, ptx_math=ptx_math,
         ),
@@ -374,10 +376,10 @@ def _philox_config_bandwidth(
 
 def _add_config_bandwidth(x: torch.Tensor, y: torch.Tensor, block: int, warps: int, evict: bool
                           ) -> float:  # fmt: skip
-    from opreg_kernels.jit import add as jit_add
+    from opreg_kernels.ops.fused_add import triton_kernels as add_kernels
 
     t = gpu_ms(
-        lambda: jit_add.launch_add(x, y, block=block, num_warps=warps, evict=evict), iters=10
+        lambda: add_kernels.launch_add(x, y, block=block, num_warps=warps, evict=evict), iters=10
     )
     return 3 * GIB / t / 1e6
 

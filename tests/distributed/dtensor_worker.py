@@ -266,7 +266,8 @@ def check_compiled() -> None:
 def cuda_check_triton_on_local_shard() -> None:
     """The shipped ops' Triton kernels (not their fallbacks) ran on this rank's GPU."""
     import opreg_kernels
-    from opreg_kernels.jit import add, philox
+    from opreg_kernels.ops.fused_add import triton_kernels as add
+    from opreg_kernels.ops.philox import triton_kernels as philox
 
     for launcher in (add._launch_add, philox._long_rows, philox._short_rows):
         launcher.clear()

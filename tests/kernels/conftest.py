@@ -1,45 +1,34 @@
-"""Fixtures for opreg-kernels' tests.
+"""Fixtures for opreg-kernels' tests, on top of the opreg-testing pytest plugin.
 
-Triton kernels run either on CUDA or, without a GPU, on CPU tensors under
-Triton's interpreter. ``TRITON_INTERPRET`` is read when a ``@triton.jit`` kernel
-is defined, i.e. when opreg_kernels.jit.* is first imported (on the first
-launch), so setting it here, before any test runs a kernel, is early enough.
-On a machine with CUDA the interpreter stays off unless the caller sets it.
+The plugin (``opreg_triton_interpret = "auto"`` in the root pyproject.toml) turns Triton's
+interpreter on before anything imports Triton when Triton is installed and no CUDA device is
+present, so the Triton kernels run on CPU tensors here; it provides ``opreg_namespace``,
+``opreg_triton_cpu``, ``opreg_seed`` and the ``needs_triton``/``needs_cuda`` markers. What
+is left here is specific to opreg-kernels: forcing ``has_triton()``, the two devices its
+kernels run on, and spies on the shipped launchers.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
 
-if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
+from opreg_kernels import _availability
+from opreg_testing import OpNamespace, interpreter_enabled
 
-import opreg_kernels
-from opreg_kernels import backend
-from opreg_testing import OpNamespace
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
-SHIPPED_OPS = (opreg_kernels.fused_add, opreg_kernels.philox_uniform, opreg_kernels.philox_normal)
+@pytest.fixture(autouse=True)
+def _seed(opreg_seed: int) -> None:
+    """Every test runs seeded (the plugin's per-test seed, RNG state restored afterwards)."""
 
 
 @pytest.fixture
 def ns(opreg_namespace: OpNamespace) -> str:
-    """A fresh op namespace (the opreg-testing plugin's, torn down after the test), as text."""
+    """The plugin's fresh op namespace (torn down after the test), as text."""
     return opreg_namespace.name
-
-
-@pytest.fixture
-def requires_triton() -> None:
-    """Skip the test where Triton is not installed (the no-Triton test environment)."""
-    if not TRITON_INSTALLED:
-        pytest.skip("Triton is not installed")
 
 
 @pytest.fixture
@@ -47,35 +36,23 @@ def triton_state(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
     """Force ``has_triton()``'s answer for ops whose kernels first run in this test."""
 
     def force(available: bool) -> None:
-        monkeypatch.setattr(backend, "_available", available)
+        monkeypatch.setattr(_availability, "_available", available)
 
     return force
 
 
 @pytest.fixture(params=["cpu", "cuda"])
 def triton_device(request: pytest.FixtureRequest) -> Iterator[torch.device]:
-    """A device on which the shipped ops run their Triton kernels.
+    """A device on which the shipped ops run their Triton kernels (use with ``needs_triton``).
 
-    "cpu": the interpreter (TRITON_INTERPRET=1), with "cpu" added to each shipped
-    op's Triton device types for the test. "cuda": compiled kernels on a GPU.
+    "cpu": Triton's interpreter, through the plugin's ``opreg_triton_cpu`` (every Triton op
+    gets a CPU kernel for the test). "cuda": compiled kernels on a GPU.
     """
-    if not TRITON_INSTALLED:
-        pytest.skip("Triton is not installed")
-    if not opreg_kernels.has_triton():
-        pytest.skip("Triton is disabled or broken in this environment")
     if request.param == "cpu":
-        if not INTERPRET:
-            pytest.skip("the CPU runs of Triton kernels need TRITON_INTERPRET=1")
-        infos = [opreg_kernels.triton_kernel_info(op) for op in SHIPPED_OPS]
-        for info in infos:
-            assert info.add_device_type("cpu")
-        try:
-            yield torch.device("cpu")
-        finally:
-            for info in infos:
-                info.remove_device_type("cpu")
+        request.getfixturevalue("opreg_triton_cpu")
+        yield torch.device("cpu")
     else:
-        if INTERPRET or not torch.cuda.is_available():
+        if interpreter_enabled() or not torch.cuda.is_available():
             pytest.skip("needs a CUDA device with compiled (not interpreted) Triton kernels")
         yield torch.device("cuda")
 
@@ -95,17 +72,13 @@ class LaunchSpy:
 
 
 @pytest.fixture
-def launches(monkeypatch: pytest.MonkeyPatch, requires_triton: None) -> dict[str, LaunchSpy]:
+def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, LaunchSpy]:
     """Spies on the launch helpers of the shipped Triton kernels (imports Triton)."""
-    from opreg_kernels.jit import add as jit_add
-    from opreg_kernels.jit import philox as jit_philox
+    pytest.importorskip("triton")
+    from opreg_kernels.ops.fused_add import triton_kernels as add_kernels
+    from opreg_kernels.ops.philox import triton_kernels as philox_kernels
 
     return {
-        "add": LaunchSpy(monkeypatch, jit_add, "launch_add"),
-        "philox": LaunchSpy(monkeypatch, jit_philox, "launch_rows"),
+        "add": LaunchSpy(monkeypatch, add_kernels, "launch_add"),
+        "philox": LaunchSpy(monkeypatch, philox_kernels, "launch_rows"),
     }
-
-
-@pytest.fixture(autouse=True)
-def _seed() -> None:
-    torch.manual_seed(0)

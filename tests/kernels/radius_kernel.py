@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from opreg_kernels.jit import philox
+from opreg_kernels.ops.philox import triton_kernels as philox
 
 _BLOCK = 4096
 

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 import opreg_kernels
-from opreg_kernels import backend
+from opreg_kernels import _availability
 
 
 @pytest.fixture
 def device_types(monkeypatch: pytest.MonkeyPatch) -> None:
     """Restore the global Triton device-type set after the test."""
-    monkeypatch.setattr(backend, "_device_types", backend._device_types)
+    monkeypatch.setattr(_availability, "_device_types", _availability._device_types)
 
 
 def test_default_device_types_are_cuda_only() -> None:
@@ -49,7 +49,7 @@ def test_unregister_triton_device_type_is_the_inverse(device_types: None) -> Non
 
 def test_has_triton_reflects_whether_triton_imports() -> None:
     installed = importlib.util.find_spec("triton") is not None
-    disabled = backend._disabled_by_env()
+    disabled = _availability._disabled_by_env()
     assert opreg_kernels.has_triton() == (installed and not disabled)
     assert opreg_kernels.has_triton() is opreg_kernels.has_triton()  # cached
 

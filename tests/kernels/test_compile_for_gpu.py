@@ -20,7 +20,8 @@ import json, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from opreg_kernels.jit import add, philox
+from opreg_kernels.ops.fused_add import triton_kernels as add
+from opreg_kernels.ops.philox import triton_kernels as philox
 
 def build(kernel, types, constexprs, aligned):
     names = [n for n in kernel.arg_names if n not in constexprs]

@@ -7,7 +7,6 @@ on the H200 machines.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,9 +16,10 @@ import torch
 
 import opreg_kernels
 from opreg_kernels import fused_add, philox_normal, philox_uniform
+from opreg_testing import interpreter_enabled
 
 pytestmark = pytest.mark.skipif(
-    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+    not torch.cuda.is_available() or interpreter_enabled(),
     reason="needs a CUDA device and compiled Triton kernels",
 )
 

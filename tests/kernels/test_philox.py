@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from opreg_kernels import philox_normal, philox_uniform
-from opreg_kernels.ops.philox_torch import (
+from opreg_kernels.ops.philox.reference import (
     MASK32,
     TWO_PI_F32,
     mulhilo32,

@@ -13,8 +13,17 @@ from typing import Any
 import pytest
 import torch
 
+import opreg_core
 import opreg_kernels
-from opreg_kernels import TritonKernelError, launch, register_triton_op, triton_kernel_info
+from opreg_core import VmapOpOptions
+from opreg_kernels import (
+    TritonKernelError,
+    TritonOpOptions,
+    _availability,
+    _dispatch_kernel,
+    register_triton_op,
+    triton_kernel_info,
+)
 
 
 class Recorder:
@@ -60,11 +69,11 @@ def test_launcher_serves_its_device_types_and_the_fallback_the_rest(
 def test_default_device_types_come_from_the_global_set(
     ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(opreg_kernels.backend, "_device_types", frozenset({"cuda"}))
+    monkeypatch.setattr(_availability, "_device_types", frozenset({"cuda"}))
     opreg_kernels.register_triton_device_type("cpu")
     op = make_op(ns, Recorder())
     assert triton_kernel_info(op).device_types == frozenset({"cuda", "cpu"})
-    opreg_kernels.backend._device_types = frozenset({"cuda"})
+    _availability._device_types = frozenset({"cuda"})
     later = make_op(ns, Recorder(), name="later")
     assert triton_kernel_info(later).device_types == frozenset({"cuda"})
     assert triton_kernel_info(op).device_types == frozenset({"cuda", "cpu"})  # unchanged
@@ -89,7 +98,7 @@ def test_triton_device_types_forms(ns: str, value: Any, expected: set[str]) -> N
 def test_bad_triton_device_types_raise_type_error_naming_the_op(ns: str, value: Any) -> None:
     with pytest.raises(TypeError, match=f"{ns}::double.*triton_device_types"):
         make_op(ns, Recorder(), triton_device_types=value)
-    assert f"{ns}::double" not in {op.qualname for op in __import__("opreg_core").registered_ops()}
+    assert f"{ns}::double" not in {op.qualname for op in opreg_core.registered_ops()}
 
 
 def test_empty_device_type_name_is_an_error(ns: str) -> None:
@@ -312,9 +321,9 @@ def test_device_guard_switches_to_the_tensors_device_and_back(
     triton_state(True)
     device_module = FakeDeviceModule()
     monkeypatch.setattr(
-        launch,
+        _dispatch_kernel,
         "_device_switch",
-        lambda device_type: launch._DeviceSwitch(
+        lambda device_type: _dispatch_kernel._DeviceSwitch(
             device_module.current_device, device_module.set_device
         ),
     )
@@ -349,3 +358,65 @@ def test_missing_fake_fn_or_triton_fn_names_the_op(ns: str) -> None:
         register_triton_op(name=f"{ns}::f", fake_fn=f)(f)
     with pytest.raises(TypeError, match=f"opreg: {ns}::f: fake_fn must be a callable, got missing"):
         register_triton_op(name=f"{ns}::f", triton_fn=f)(f)
+
+
+def test_unregister_drops_the_triton_info(ns: str, triton_state: Any) -> None:
+    triton_state(True)
+    op = make_op(ns, Recorder(), triton_device_types="cpu")
+    assert triton_kernel_info(op).device_types == frozenset({"cpu"})
+    opreg_core.unregister(op.qualname)
+    for handle in (op, op.qualname):
+        with pytest.raises(
+            ValueError, match=f"{ns}::double was not registered by register_triton_op"
+        ):
+            triton_kernel_info(handle)
+    assert op.extensions == {}
+
+
+def test_a_plain_op_reregistered_under_the_name_has_no_triton_info(
+    ns: str, triton_state: Any
+) -> None:
+    triton_state(True)
+    recorder = Recorder()
+    old = make_op(ns, recorder, triton_device_types="cpu")
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x + x
+
+    plain = opreg_core.register_vmap_op(
+        double, name=f"{ns}::double", fake_fn=lambda x: torch.empty_like(x)
+    )
+    for handle in (plain, old, f"{ns}::double"):
+        with pytest.raises(ValueError, match="not registered by register_triton_op"):
+            triton_kernel_info(handle)
+    assert torch.equal(old(torch.ones(2)), torch.full((2,), 2.0))
+    assert recorder.calls == []  # the plain op's fallback, no Triton kernel left on cpu
+
+
+@pytest.mark.parametrize("decorator", [True, False])
+def test_unknown_keywords_are_refused_naming_register_triton_op(ns: str, decorator: bool) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    options: dict[str, Any] = {"name": f"{ns}::f", "fake_fn": f, "triton_fn": f}
+    message = (
+        r"register_triton_op\(\) got an unexpected keyword argument 'triton_fnn'; "
+        r"did you mean 'triton_fn'\?"
+    )
+    with pytest.raises(TypeError, match=message):
+        if decorator:
+            register_triton_op(**options, triton_fnn=f)
+        else:
+            register_triton_op(f, **options, triton_fnn=f)
+    with pytest.raises(
+        TypeError, match=r"register_triton_op\(\) .* 'fake_fnn'; did you mean 'fake_fn'\?"
+    ):
+        register_triton_op(f, **options, fake_fnn=f)
+    assert f"{ns}::f" not in {op.qualname for op in opreg_core.registered_ops()}
+
+
+def test_triton_op_options_extend_the_core_options() -> None:
+    core = VmapOpOptions.__optional_keys__ | VmapOpOptions.__required_keys__
+    extra = {"triton_fn", "triton_device_types", "triton_vmap_fn"}
+    assert TritonOpOptions.__optional_keys__ == core | extra
+    assert TritonOpOptions.__required_keys__ == frozenset()

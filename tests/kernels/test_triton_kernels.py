@@ -15,6 +15,8 @@ import torch
 
 from opreg_kernels import fused_add, philox_normal, philox_uniform
 
+pytestmark = pytest.mark.needs_triton
+
 #: Largest |Triton - fallback| of philox_normal seen in these tests must stay below this.
 #: Measured: 4.8e-7 under the interpreter (numpy float32 vs PyTorch's vectorised CPU math).
 NORMAL_TOLERANCE = 4e-6

@@ -5,9 +5,15 @@ device types (``{"cuda"}`` by default) and whose PyTorch fallback serves every
 other device, and every device while Triton is absent, broken or disabled
 (``OPREG_DISABLE_TRITON=1``). Importing this package never imports Triton nor
 touches a GPU driver: Triton is imported when a kernel first runs.
+
+Layout: ``_register`` (the decorator), ``_kernel_info`` (an op's Triton kernels),
+``_dispatch_kernel`` (the kernel the dispatcher calls: device guard, error wrapping),
+``_fast_launch`` (launching a compiled kernel cheaply), ``_availability`` (whether Triton
+runs, and on which device types), ``_private`` (every torch/Triton internal used), and per
+shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
 """
 
-from .backend import (
+from ._availability import (
     DISABLE_ENV_VAR,
     has_triton,
     register_triton_device_type,
@@ -15,9 +21,11 @@ from .backend import (
     triton_supports_device,
     unregister_triton_device_type,
 )
-from .errors import TritonKernelError
-from .ops import fused_add, philox_normal, philox_uniform
-from .register import TritonKernelInfo, register_triton_op, triton_kernel_info
+from ._errors import TritonKernelError
+from ._kernel_info import TritonKernelInfo, triton_kernel_info
+from ._register import TritonOpOptions, register_triton_op
+from .ops.fused_add import fused_add
+from .ops.philox import philox_normal, philox_uniform
 
 __version__ = "0.1.0"
 
@@ -25,6 +33,7 @@ __all__ = [
     "DISABLE_ENV_VAR",
     "TritonKernelError",
     "TritonKernelInfo",
+    "TritonOpOptions",
     "__version__",
     "fused_add",
     "has_triton",

@@ -1,4 +1,4 @@
-"""Triton backend detection.
+"""Triton availability: may a Triton kernel run here, and on which device types.
 
 Answers "may a Triton kernel run here?" without paying for it at import time:
 Triton is imported on the first question (or first kernel launch), never by
@@ -17,10 +17,11 @@ import warnings
 
 import torch
 
+from opreg_core import device_type_name
+
 __all__ = [
     "DISABLE_ENV_VAR",
     "has_triton",
-    "normalize_device_type",
     "register_triton_device_type",
     "triton_device_types",
     "triton_supports_device",
@@ -37,11 +38,6 @@ _device_types: frozenset[str] = frozenset({"cuda"})
 _available: bool | None = None  # None: not decided yet
 
 
-def normalize_device_type(name: str) -> str:
-    """Return ``name`` stripped and lower-cased (``" CUDA "`` -> ``"cuda"``)."""
-    return name.strip().lower()
-
-
 def triton_device_types() -> frozenset[str]:
     """Device types that new Triton ops get a kernel for by default (initially ``{"cuda"}``)."""
     return _device_types
@@ -50,13 +46,14 @@ def triton_device_types() -> frozenset[str]:
 def register_triton_device_type(name: str) -> None:
     """Add ``name`` to the default Triton device types of ops registered from now on.
 
-    The name is stripped and lower-cased; an empty name is ignored. Ops already
+    The name is normalised by :func:`opreg_core.device_type_name` (``" CUDA:1 "`` ->
+    ``"cuda"``); an empty name is ignored. Ops already
     registered keep their kernels (see :meth:`TritonKernelInfo.add_device_type`).
     """
     global _device_types
     if not isinstance(name, str):
         raise TypeError(f"register_triton_device_type: expected a str, got {type(name).__name__}")
-    normalized = normalize_device_type(name)
+    normalized = device_type_name(name)
     if not normalized:
         return
     with _lock:
@@ -66,13 +63,13 @@ def register_triton_device_type(name: str) -> None:
 def unregister_triton_device_type(name: str) -> None:
     """Remove ``name`` from the default Triton device types (inverse of the register call).
 
-    The name is normalised the same way (stripped, lower-cased); a name not in the
+    The name is normalised the same way (:func:`opreg_core.device_type_name`); a name not in the
     set (or empty) is ignored. Ops already registered keep their kernels.
     """
     global _device_types
     if not isinstance(name, str):
         raise TypeError(f"unregister_triton_device_type: expected a str, got {type(name).__name__}")
-    normalized = normalize_device_type(name)
+    normalized = device_type_name(name)
     with _lock:
         if normalized in _device_types:
             _device_types = _device_types - {normalized}
@@ -127,14 +124,6 @@ def has_triton() -> bool:
     return _available
 
 
-def _device_type_of(device: object) -> str | None:
-    if isinstance(device, torch.device):
-        return device.type
-    if isinstance(device, str):
-        return normalize_device_type(device.split(":", 1)[0])
-    return None
-
-
 def triton_supports_device(device: object) -> bool:
     """True if a Triton kernel may run on ``device`` by default.
 
@@ -142,5 +131,6 @@ def triton_supports_device(device: object) -> bool:
     ``"npu"``; anything else gives False. True means Triton is available and
     the device type is one of :func:`triton_device_types`. Never raises.
     """
-    device_type = _device_type_of(device)
-    return device_type is not None and device_type in _device_types and has_triton()
+    if not isinstance(device, (str, torch.device)):
+        return False
+    return device_type_name(device) in _device_types and has_triton()

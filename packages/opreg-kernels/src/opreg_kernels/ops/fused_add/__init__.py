@@ -3,7 +3,8 @@
 - the fallback (the decorated function) runs on every device without a Triton kernel;
 - the fake describes the output for ``torch.compile``/``torch.export``;
 - ``vmap_fn`` is the same element-wise computation on batched inputs;
-- the Triton launchers (``jit/add.py``) are named by string, so Triton is
+- the reference (``reference.py``) is the checked PyTorch computation; the Triton
+  launchers (``triton_kernels.py``) are named by string, so Triton is
   imported on the first CUDA call and never by ``import opreg_kernels``;
 - the backward sends the incoming gradient to both inputs, and the jvp adds the input
   tangents (forward mode: ``torch.func.jvp``, ``jacfwd``, ``hessian``, dual tensors);
@@ -19,22 +20,17 @@ import torch
 
 from opreg_core import SampleInput
 
-from ..register import register_triton_op
-from .checks import check_same_layout
+from ..._register import register_triton_op
+from .._arguments import check_same_layout
+from .reference import NAME, add
 
 __all__ = ["fused_add"]
 
-_NAME = "opreg: opreg::fused_add"
-_LAUNCHER = "opreg_kernels.jit.add:launch"
-
-
-def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    check_same_layout(_NAME, x, y)
-    return torch.add(x, y).contiguous()
+_LAUNCHER = "opreg_kernels.ops.fused_add.triton_kernels:launch"
 
 
 def _fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    check_same_layout(_NAME, x, y)
+    check_same_layout(NAME, x, y)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -69,7 +65,7 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
     sharding="elementwise",
     fake_fn=_fake,
     triton_fn=_LAUNCHER,
-    vmap_fn=_add,
+    vmap_fn=add,
     fake_vmap_fn=_fake,
     triton_vmap_fn=_LAUNCHER,
     backward=_backward,
@@ -83,4 +79,4 @@ def fused_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Triton kernel on CUDA when Triton is available; results are identical to
     ``torch.add``. Gradients flow to both inputs, in reverse and forward mode.
     """
-    return _add(x, y)
+    return add(x, y)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .backend import DISABLE_ENV_VAR
+from ._availability import DISABLE_ENV_VAR
 
 __all__ = ["TritonKernelError"]
 

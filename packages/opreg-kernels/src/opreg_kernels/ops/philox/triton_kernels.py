@@ -3,7 +3,7 @@
 # (Triton ships no type information, and @triton.jit bodies take untyped tensor arguments.)
 """Triton Philox4x32-10 kernels writing rows of uniforms or Box-Muller normals.
 
-Bit layout identical to :mod:`opreg_kernels.ops.philox_torch`: the uniforms
+Bit layout identical to :mod:`opreg_kernels.ops.philox.reference`: the uniforms
 match the PyTorch fallback bit for bit; the normals match it to within the
 accuracy of the device's log/sqrt/sin/cos.
 
@@ -19,8 +19,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ops.checks import check_philox_args
-from ..ops.philox_torch import (
+from ..._fast_launch import INTERPRET, FastLaunch, int_spec
+from .._arguments import check_philox_args
+from .reference import (
     BOX_MULLER_MIN_U1,
     PHILOX_M0,
     PHILOX_M1,
@@ -29,7 +30,6 @@ from ..ops.philox_torch import (
     TWO_PI_F32,
     UNIFORM_SCALE,
 )
-from ._fast import INTERPRET, FastLaunch, int_spec
 
 __all__ = [
     "DEFAULT_BLOCK",

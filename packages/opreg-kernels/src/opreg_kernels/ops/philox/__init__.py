@@ -19,15 +19,15 @@ import torch
 
 from opreg_core import SampleInput
 
-from ..register import register_triton_op
-from .checks import check_philox_args
-from .philox_torch import philox_normal_rows, philox_uniform_rows
+from ..._register import register_triton_op
+from .._arguments import check_philox_args
+from .reference import philox_normal_rows, philox_uniform_rows
 
 __all__ = ["philox_normal", "philox_uniform"]
 
 _UNIFORM = "opreg: opreg::philox_uniform"
 _NORMAL = "opreg: opreg::philox_normal"
-_JIT = "opreg_kernels.jit.philox"
+_KERNELS = "opreg_kernels.ops.philox.triton_kernels"
 
 Rows = Callable[[torch.Tensor, int, int], torch.Tensor]
 
@@ -66,10 +66,10 @@ _normal_fallback = _rows(_NORMAL, philox_normal_rows, 1)
     name="opreg::philox_uniform",
     sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
     fake_fn=_fake(_UNIFORM, 1),
-    triton_fn=f"{_JIT}:launch_uniform",
+    triton_fn=f"{_KERNELS}:launch_uniform",
     vmap_fn=_rows(_UNIFORM, philox_uniform_rows, 2),
     fake_vmap_fn=_fake(_UNIFORM, 2),
-    triton_vmap_fn=f"{_JIT}:launch_uniform_batched",
+    triton_vmap_fn=f"{_KERNELS}:launch_uniform_batched",
     differentiable=False,
     sample_inputs=_sample_inputs,
 )
@@ -86,10 +86,10 @@ def philox_uniform(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tenso
     name="opreg::philox_normal",
     sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
     fake_fn=_fake(_NORMAL, 1),
-    triton_fn=f"{_JIT}:launch_normal",
+    triton_fn=f"{_KERNELS}:launch_normal",
     vmap_fn=_rows(_NORMAL, philox_normal_rows, 2),
     fake_vmap_fn=_fake(_NORMAL, 2),
-    triton_vmap_fn=f"{_JIT}:launch_normal_batched",
+    triton_vmap_fn=f"{_KERNELS}:launch_normal_batched",
     differentiable=False,
     sample_inputs=_sample_inputs,
 )

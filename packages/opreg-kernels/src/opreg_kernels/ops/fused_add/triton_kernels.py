@@ -9,8 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ops.checks import check_same_layout
-from ._fast import FastLaunch, int_spec
+from ..._fast_launch import FastLaunch, int_spec
+from .._arguments import check_same_layout
+from .reference import NAME
 
 __all__ = ["DEFAULT_BLOCK", "DEFAULT_NUM_WARPS", "launch", "launch_add"]
 
@@ -71,5 +72,5 @@ def launch_add(
 
 def launch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Triton launcher of ``opreg::fused_add`` (and of its batched op: same computation)."""
-    check_same_layout("opreg: opreg::fused_add", x, y)
+    check_same_layout(NAME, x, y)
     return launch_add(x, y)

@@ -1,5 +1,8 @@
 """The dispatcher kernel that runs a Triton launcher for one op on one device type.
 
+:func:`make_triton_kernel` builds the function registered with the dispatcher for one
+device type (the launchers themselves live with each op, in ``ops/*/triton_kernels.py``).
+
 Per call it (1) decides once, lazily, whether Triton can run at all (if not, the
 op's PyTorch fallback serves the call), (2) runs the launcher with the tensors'
 device made current (PyTorch does not guard Python kernels, and an unguarded
@@ -16,8 +19,9 @@ from typing import Any, NamedTuple, cast
 
 import torch
 
-from .backend import has_triton
-from .errors import TritonKernelError
+from ._availability import has_triton
+from ._errors import TritonKernelError
+from ._private import cuda_current_device, cuda_set_device
 
 __all__ = ["Launcher", "make_triton_kernel", "resolve_launcher"]
 
@@ -48,14 +52,10 @@ def _device_switch(device_type: str) -> _DeviceSwitch | None:
     """The device switch of a device type, or None if it has no current device to switch."""
     if device_type in _UNGUARDED_DEVICE_TYPES:
         return None
-    if device_type == "cuda":
-        # torch.cuda.current_device() re-checks lazy initialisation on every call; the C
-        # functions save about a third of a microsecond per launch (CUDA is initialised
-        # by the time a CUDA tensor reaches the kernel).
-        get = getattr(torch._C, "_cuda_getDevice", None)
-        put = getattr(torch._C, "_cuda_setDevice", None)
-        if get is not None and put is not None:
-            return _DeviceSwitch(get, put)
+    if device_type == "cuda" and cuda_current_device is not None and cuda_set_device is not None:
+        # Cheaper than torch.cuda's functions (see _private); CUDA is initialised by the
+        # time a CUDA tensor reaches the kernel.
+        return _DeviceSwitch(cuda_current_device, cuda_set_device)
     try:
         module = torch.get_device_module(device_type)
     except (RuntimeError, AttributeError, ValueError):

@@ -1,0 +1,153 @@
+"""Every torch and Triton internal that opreg-kernels relies on, and nothing else.
+
+A torch or Triton upgrade that drops or changes one of these breaks here, in one place:
+:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
+calls it). Each entry says why it is needed and which public API would replace it.
+
+Importing this module imports neither Triton nor a GPU driver: the Triton internals are
+reached only through objects that Triton itself handed to the caller (a compiled kernel,
+the runtime knobs), and :func:`missing_internals` imports Triton only to check its names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "INTERNALS",
+    "compiled_kernel_launcher",
+    "cuda_current_device",
+    "cuda_raw_stream",
+    "cuda_set_device",
+    "launch_hooks_idle",
+    "missing_internals",
+]
+
+#: torch internals that exist only in builds with CUDA (or ROCm) support.
+_CUDA_INTERNALS = (
+    "torch._C._cuda_getDevice",
+    "torch._C._cuda_setDevice",
+    "torch._C._cuda_getCurrentRawStream",
+)
+#: Triton internals; checked only where Triton imports. ``CompiledKernel.function`` and
+#: ``.packed_metadata`` are instance attributes set by its ``__init__`` (see ``_resolves``).
+_TRITON_INTERNALS = (
+    "triton.compiler.CompiledKernel.run",
+    "triton.compiler.CompiledKernel.function",
+    "triton.compiler.CompiledKernel.packed_metadata",
+    "triton.knobs.runtime.launch_enter_hook.calls",
+    "triton.knobs.runtime.launch_exit_hook.calls",
+)
+#: Dotted names of every internal used here.
+INTERNALS: tuple[str, ...] = _CUDA_INTERNALS + _TRITON_INTERNALS
+
+# -- torch: the current CUDA device and stream ---------------------------------------------
+# Why: the dispatcher kernel switches to the tensors' device around each launch, and the fast
+# launch passes the current stream to the compiled kernel. The public functions
+# (torch.cuda.current_device / set_device, torch.cuda.current_stream(i).cuda_stream) re-check
+# lazy initialisation and build a Stream object on every call: about a third of a microsecond
+# more per launch. Public replacement: those functions, should they become as cheap.
+# None in torch builds without CUDA (callers then use torch.get_device_module's functions, or
+# Triton's own launch path).
+
+#: ``torch.cuda.current_device()`` without its per-call checks (None without CUDA support).
+cuda_current_device: Callable[[], int] | None = getattr(torch._C, "_cuda_getDevice", None)
+#: ``torch.cuda.set_device(index)`` without its per-call checks (None without CUDA support).
+cuda_set_device: Callable[[int], None] | None = getattr(torch._C, "_cuda_setDevice", None)
+#: The raw ``cudaStream_t`` of the current stream of a device index (None without CUDA).
+cuda_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+# -- Triton: the compiled kernel's launch interface ----------------------------------------
+# Why: ``kernel[grid](*args)`` spends about 15 us of host time per call binding arguments,
+# computing the specialisation key and building launch metadata before it launches. The fast
+# launch keeps the compiled kernel per key and calls its launcher directly, with the argument
+# order of Triton's own ``CompiledKernel.__getitem__``: grid x/y/z, stream, function handle,
+# packed metadata, launch metadata, enter hook, exit hook, then the kernel's arguments.
+# Public replacement: none in Triton 3.6 (``CompiledKernel[grid](*args)`` still looks up the
+# device, stream and launch metadata per call); a public "launch this compiled kernel" API.
+
+
+def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
+    """``launch(grid, stream, *args)`` of a compiled kernel (what ``kernel[grid](...)`` returned).
+
+    Raises AttributeError if this Triton's compiled kernel lacks the launch interface.
+    """
+    run = compiled.run
+    function = compiled.function
+    packed = compiled.packed_metadata
+
+    def launch(grid: int, stream: int, *args: Any) -> None:
+        run(grid, 1, 1, stream, function, packed, None, None, None, *args)
+
+    return launch
+
+
+# Why: the direct launch above skips Triton's launch hooks (profilers such as Proton install
+# them), so it is taken only while no hook is registered. Triton 3.6 keeps them in a HookChain
+# whose ``calls`` list holds the registered functions. Public replacement: a "hooks active"
+# query on ``triton.knobs.runtime``.
+
+
+def launch_hooks_idle(runtime: Any) -> bool:
+    """Whether ``runtime`` (``triton.knobs.runtime``) has no launch hook registered."""
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+# -- the check -----------------------------------------------------------------------------
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names something in the running torch/Triton.
+
+    The longest importable prefix is imported and the rest read as attributes; an attribute
+    missing on a class counts as present when the class's ``__init__`` assigns it.
+    """
+    parts = dotted.split(".")
+    obj: Any = None
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        rest = parts[cut:]
+        break
+    else:
+        return False
+    for name in rest:
+        if hasattr(obj, name):
+            obj = getattr(obj, name)
+            continue
+        init = getattr(obj, "__init__", None) if isinstance(obj, type) else None
+        code = getattr(init, "__code__", None)
+        return code is not None and name in code.co_names
+    return True
+
+
+def _triton_imports() -> bool:
+    try:
+        import triton  # noqa: F401
+    except Exception:  # absent or broken: its internals are not used either
+        return False
+    return True
+
+
+def missing_internals() -> list[str]:
+    """The names of :data:`INTERNALS` that this torch/Triton lacks (empty: all present).
+
+    The CUDA names are checked in torch builds with CUDA support only, the Triton names
+    only where Triton imports (the code paths using them are not taken otherwise).
+    """
+    wanted: list[str] = []
+    if torch.version.cuda is not None or torch.version.hip is not None:
+        wanted += _CUDA_INTERNALS
+    if _triton_imports():
+        wanted += _TRITON_INTERNALS
+    return [name for name in wanted if not _resolves(name)]

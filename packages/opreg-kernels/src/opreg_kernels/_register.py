@@ -1,0 +1,155 @@
+"""``register_triton_op``: an opreg op whose Triton launcher serves chosen device types.
+
+Builds on :func:`opreg_core.register_vmap_op` (the decorated function is the fallback
+everywhere, and every keyword of that function means the same here) and adds one dispatcher
+kernel (:func:`~opreg_kernels._dispatch_kernel.make_triton_kernel`) per Triton device type
+through :meth:`opreg_core.VmapOp.register_kernel`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar, Unpack, cast, overload
+
+from opreg_core import VmapOp, VmapOpOptions, default_name, device_type_name, register_vmap_op
+
+from ._availability import triton_device_types
+from ._dispatch_kernel import Launcher
+from ._kernel_info import EXTENSION_KEY, TritonKernelInfo
+
+__all__ = ["TritonOpOptions", "register_triton_op"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TritonOpOptions(VmapOpOptions, total=False):
+    """The keywords of :func:`register_triton_op`: those of ``register_vmap_op`` and three more.
+
+    ``triton_fn`` is required; ``triton_device_types`` and ``triton_vmap_fn`` default to None.
+    """
+
+    triton_fn: Launcher | None
+    triton_device_types: str | Sequence[str] | None
+    triton_vmap_fn: Launcher | None
+
+
+#: Every keyword register_triton_op accepts.
+_OPTION_NAMES = TritonOpOptions.__required_keys__ | TritonOpOptions.__optional_keys__
+
+
+def _check_option_names(options: dict[str, object]) -> None:
+    """Refuse a keyword that is not an option, as Python (and register_vmap_op) would."""
+    for key in options:
+        if key not in _OPTION_NAMES:
+            close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(
+                f"register_triton_op() got an unexpected keyword argument {key!r}{hint}"
+            )
+
+
+def _device_type_set(qualname: str, value: object) -> frozenset[str]:
+    """Normalise ``triton_device_types``: None (the global set), a str, or a sequence of str."""
+    if value is None:
+        return triton_device_types()
+    items = (value,) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)) or not all(
+        isinstance(v, str) for v in items
+    ):
+        raise TypeError(
+            f"opreg: {qualname}: triton_device_types must be None, a str or a sequence of str, "
+            f"got {value!r}"
+        )
+    names = frozenset(device_type_name(v) for v in items)
+    if "" in names:
+        raise ValueError(f"opreg: {qualname}: triton_device_types contains an empty device type")
+    return names
+
+
+def _check_launcher(qualname: str, label: str, value: object) -> Launcher:
+    """``value`` as a launcher, or a TypeError naming the op."""
+    if callable(value):
+        return cast(Launcher, value)
+    if isinstance(value, str):
+        module, sep, attr = value.partition(":")
+        if module and sep and attr.isidentifier():
+            return value
+    raise TypeError(
+        f"opreg: {qualname}: {label} must be a callable or a 'package.module:function' string, "
+        f"got {value!r}"
+    )
+
+
+def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
+    """Check the Triton options, register the op with core, then give it its Triton kernels."""
+    rest = options.copy()
+    triton_fn = rest.pop("triton_fn", None)
+    devices_option = rest.pop("triton_device_types", None)
+    triton_vmap_fn = rest.pop("triton_vmap_fn", None)
+    core_options = cast(VmapOpOptions, rest)  # the three Triton keys are gone
+    name = core_options.get("name")
+    qualname = name if isinstance(name, str) else default_name(f)
+    launcher = _check_launcher(qualname, "triton_fn", triton_fn)
+    if triton_vmap_fn is not None:
+        _check_launcher(qualname, "triton_vmap_fn", triton_vmap_fn)
+        if core_options.get("vmap_fn") is None:
+            raise ValueError(f"opreg: {qualname}: triton_vmap_fn is given but vmap_fn is not")
+    devices = _device_type_set(qualname, devices_option)
+    op = register_vmap_op(f, **core_options)
+    info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices)
+    op.extensions[EXTENSION_KEY] = info
+    for device in sorted(devices):
+        info.add_device_type(device)
+    return op
+
+
+@overload
+def register_triton_op(
+    fn: Callable[P, R], /, **options: Unpack[TritonOpOptions]
+) -> VmapOp[P, R]: ...
+
+
+@overload
+def register_triton_op(
+    fn: None = None, /, **options: Unpack[TritonOpOptions]
+) -> Callable[[Callable[P, R]], VmapOp[P, R]]: ...
+
+
+def register_triton_op(
+    fn: Callable[P, R] | None = None, /, **options: Unpack[TritonOpOptions]
+) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
+    """Register an op with a PyTorch fallback and a Triton launcher for chosen device types.
+
+    Every keyword of :func:`opreg_core.register_vmap_op` means the same here (see
+    :class:`~opreg_core.VmapOpOptions`); the decorated function is the fallback and serves
+    every device that has no Triton kernel, and every device while Triton is unavailable.
+
+    Args:
+        triton_fn: the launcher, called with the op's arguments (plain tensors) on
+            each Triton device type; it allocates the outputs and launches the kernel.
+            A ``"package.module:function"`` string is imported on the first launch,
+            which keeps modules with ``@triton.jit`` kernels out of import time.
+        triton_device_types: device types that get the launcher: None (default) for
+            :func:`~opreg_kernels.triton_device_types` at registration time, a str, or a
+            sequence of str. Types this torch build does not know are skipped (see
+            :func:`triton_kernel_info`).
+        triton_vmap_fn: optional launcher for the batched operator (``vmap_fn``'s
+            signature), so that ``vmap(op)`` runs Triton too; needs ``vmap_fn``.
+        sharding: how the op runs on DTensor arguments, as in ``register_vmap_op``; on each
+            rank the Triton kernel runs on the local shard, under its device's guard.
+
+    Every launch runs with the tensors' device made current; a kernel that fails to
+    compile or launch raises :class:`~opreg_kernels.TritonKernelError`. The op's
+    :class:`~opreg_kernels.TritonKernelInfo` lives with it (``triton_kernel_info(op)``):
+    ``opreg_core.unregister`` and a re-registration of the name drop it.
+    """
+    _check_option_names(dict(options))
+    if fn is None:
+
+        def decorator(f: Callable[P, R]) -> VmapOp[P, R]:
+            return _register(f, options)
+
+        return decorator
+    return _register(fn, options)
