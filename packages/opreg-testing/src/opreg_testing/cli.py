@@ -106,20 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _setup_interpreter(mode: str, devices: Sequence[str] | None) -> None:
     """Set ``TRITON_INTERPRET=1`` when asked; must run before anything imports Triton."""
     from .devices import TRITON_CPU
-    from .interpreter import enable_interpreter, triton_installed
+    from .interpreter import start_interpreter
 
     wants_triton_cpu = devices is not None and TRITON_CPU in devices
     if mode == "off" and wants_triton_cpu:
         raise UsageError(
             f"--device {TRITON_CPU} runs Triton's interpreter: drop --triton-interpret off"
         )
-    if mode == "on" or (mode == "auto" and wants_triton_cpu):
-        enable_interpreter()
-    elif mode == "auto" and triton_installed():
-        import torch
-
-        if not torch.cuda.is_available():
-            enable_interpreter()
+    start_interpreter(mode, needed=wants_triton_cpu)
 
 
 def _first_line(exc: BaseException) -> str:

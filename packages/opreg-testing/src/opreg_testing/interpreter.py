@@ -96,6 +96,24 @@ def enable_interpreter() -> None:
     os.environ[INTERPRET_ENV] = "1"
 
 
+def start_interpreter(mode: str, *, needed: bool = False) -> None:
+    """Turn Triton's interpreter on at start-up as ``mode`` says (``opreg check
+    --triton-interpret``, the plugin's ``opreg_triton_interpret``): ``"on"``: always;
+    ``"auto"``: when ``needed`` (e.g. the device triton-cpu was asked for) or when Triton is
+    installed and no CUDA device is present; ``"off"``: never."""
+    if mode == "on" or (mode == "auto" and (needed or _no_gpu_for_triton())):
+        enable_interpreter()
+
+
+def _no_gpu_for_triton() -> bool:
+    """Triton is installed but has no CUDA device to compile for."""
+    if not triton_installed():
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def triton_info(op: VmapOp[Any, Any] | str) -> TritonKernelInfo | None:
     """opreg-kernels' ``TritonKernelInfo`` of ``op`` (the op or its qualified name), or None
     for an op without Triton kernels. Never imports opreg-kernels: without it loaded, no op

@@ -148,11 +148,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def _start_interpreter(config: pytest.Config) -> None:
     if _INTERPRETER_AT_START in config.stash:
         return
-    from .interpreter import enable_interpreter, interpreter_enabled, triton_installed
+    from .interpreter import interpreter_enabled, start_interpreter
 
-    mode = _interpret_mode(config)
-    if mode == "on" or (mode == "auto" and triton_installed() and not _cuda_present()):
-        enable_interpreter()
+    start_interpreter(_interpret_mode(config))
     config.stash[_INTERPRETER_AT_START] = interpreter_enabled()
 
 

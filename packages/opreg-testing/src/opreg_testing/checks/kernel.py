@@ -132,16 +132,17 @@ def run_kernel(ctx: CheckContext, options: KernelOptions) -> None:
     op = _kernel_op(ctx)
     device_type = ctx.device.type
     tol: ToleranceSpec = EXACT if options["exact"] else ctx.tolerance
+    triton_op = triton_info(op) is not None
     use_interpreter = (
         options["triton_interpreter"]
         and device_type == "cpu"
         and device_type not in op.kernel_device_types
-        and triton_info(op) is not None
+        and triton_op
     )
     if not use_interpreter and device_type not in op.kernel_device_types:
         others = ", ".join(sorted(op.kernel_device_types)) or "none"
         hint = ""
-        if device_type == "cpu" and triton_info(op) is not None:
+        if device_type == "cpu" and triton_op:
             hint = (
                 "; its Triton kernel runs on CPU on the device triton-cpu "
                 "(--device triton-cpu, or --opreg-device triton-cpu under pytest)"
@@ -149,7 +150,7 @@ def run_kernel(ctx: CheckContext, options: KernelOptions) -> None:
         raise Skip(
             f"no kernel registered for device type {device_type!r} (kernels: {others}){hint}"
         )
-    if triton_info(op) is not None and kernels_without_triton():
+    if triton_op and kernels_without_triton():
         raise Skip("Triton is not available here, so the Triton kernel would run the fallback")
     try:
         context = triton_device("cpu", [op]) if use_interpreter else nullcontext()
@@ -157,7 +158,7 @@ def run_kernel(ctx: CheckContext, options: KernelOptions) -> None:
             _compare_all(ctx, op, tol, device_type, options["layouts"])
     except TritonUnavailable as exc:
         raise Skip(str(exc)) from exc
-    ctx.info["kernel"] = "triton" if triton_info(op) is not None else "registered kernel"
+    ctx.info["kernel"] = "triton" if triton_op else "registered kernel"
     ctx.info["triton_interpreter"] = use_interpreter
 
 
