@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from opreg_testing import CheckFailure, SampleInput, check_autograd, check_op
-from opreg_testing.checks._common import prepare
+from opreg_testing.checks._harness import prepare
 from opreg_testing.checks.autograd import VMAP_HINT, _compare_grads
 
 Register = Callable[..., Any]  # the ``register`` fixture (conftest.py)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .checks import ALL_CHECKS, CHECKS
-from .checks._common import execute, prepare
+from .checks._harness import execute, prepare
 from .compare import ToleranceSpec, check_tolerance_spec
 from .devices import TRITON_CPU, is_triton_cpu
 from .interpreter import triton_device

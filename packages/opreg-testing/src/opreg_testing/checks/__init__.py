@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ._common import Check, CheckContext
+from ._harness import Check, CheckContext
 from .autograd import AUTOGRAD, AutogradOptions, check_autograd
 from .compile import COMPILE, CompileOptions, check_compile
 from .fake import FAKE, FakeOptions, check_fake

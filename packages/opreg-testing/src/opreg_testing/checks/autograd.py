@@ -47,7 +47,7 @@ from ..compare import Mismatch, Tolerance, compare, compare_tensors
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._common import Check, CheckContext, Skip, format_exception
+from ._harness import Check, CheckContext, Skip, format_exception
 from ._vmap_cases import (
     Entries,
     Level,

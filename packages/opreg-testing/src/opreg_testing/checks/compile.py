@@ -19,7 +19,7 @@ from ..compare import ToleranceSpec
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._common import Check, CheckContext
+from ._harness import Check, CheckContext
 from ._vmap_cases import batched_sample, vmap_cases, vmapped
 
 _counter = 0

@@ -24,7 +24,7 @@ from ..layouts import layout_variants, rejects
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._common import Check, CheckContext
+from ._harness import Check, CheckContext
 from ._vmap_cases import batch_entries, batched_sample, vmap_cases, vmapped
 
 

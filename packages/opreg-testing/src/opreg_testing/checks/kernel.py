@@ -29,7 +29,7 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._common import Check, CheckContext, Skip
+from ._harness import Check, CheckContext, Skip
 from ._vmap_cases import batch_entries, batched_sample, vmap_cases
 
 

@@ -12,7 +12,7 @@ from opreg_core import SampleInput
 from ..report import CheckResult
 from ..samples import SamplesArg, clone_sample
 from ..target import OpLike
-from ._common import Check, CheckContext, format_exception
+from ._harness import Check, CheckContext, format_exception
 
 #: The test utils of ``torch.library.opcheck`` (all run by default).
 OPCHECK_UTILS: tuple[str, ...] = (

@@ -24,7 +24,7 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike, Target
-from ._common import Check, CheckContext, Skip
+from ._harness import Check, CheckContext, Skip
 from ._vmap_cases import (
     VmapCase,
     batch_entries,

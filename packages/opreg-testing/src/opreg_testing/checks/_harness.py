@@ -1,6 +1,7 @@
-"""Plumbing shared by the checks: a check's declaration (:class:`Check`: its body and its
-options), the context it runs in, timing, and turning errors into :class:`CheckFailure`
-messages that name the op, the check, the sample and the case."""
+"""The harness every check runs in: a check's declaration (:class:`Check`: its body and its
+options), the context it runs in (:class:`CheckContext`), running and timing it
+(:func:`execute`), and turning errors into :class:`CheckFailure` messages that name the op,
+the check, the sample and the case."""
 
 from __future__ import annotations
 
