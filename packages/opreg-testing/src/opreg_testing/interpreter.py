@@ -1,4 +1,5 @@
-"""Running Triton kernels on CPU through Triton's interpreter, for the kernel check.
+"""Running Triton kernels on CPU through Triton's interpreter (the device ``triton-cpu`` of
+the checks, the plugin and ``opreg check``), and reading opreg-kernels' Triton information.
 
 ``TRITON_INTERPRET=1`` must be in the environment before Triton is first imported: Triton
 decides between compiling and interpreting when ``@triton.jit`` runs, which is at import
@@ -7,7 +8,8 @@ triton``). ``torch._dynamo``/``torch._inductor`` import Triton, so the pytest pl
 ``opreg check`` set the variable before anything else runs; a kernel module imported
 earlier (for CUDA) stays compiled for the GPU.
 
-opreg-kernels is optional: it is imported only when Triton ops are asked for.
+opreg-kernels is optional: it is imported only when Triton ops are asked for, and reached
+only through its typed public functions.
 """
 
 from __future__ import annotations
