@@ -1,10 +1,9 @@
 """``opreg::fused_add``: the reference example of a Triton op with every piece in place.
 
-- the fallback (the decorated function) runs on every device without a Triton kernel;
+- the fallback, ``reference.add`` (checked PyTorch), runs on every device without a Triton
+  kernel; element-wise, it serves as ``vmap_fn`` on batched inputs too;
 - the fake describes the output for ``torch.compile``/``torch.export``;
-- ``vmap_fn`` is the same element-wise computation on batched inputs;
-- the reference (``reference.py``) is the checked PyTorch computation; the Triton
-  launchers (``triton_kernels.py``) are named by string, so Triton is
+- the Triton launchers (``triton_kernels.py``) are named by string, so Triton is
   imported on the first CUDA call and never by ``import opreg_kernels``;
 - the backward sends the incoming gradient to both inputs, and the jvp adds the input
   tangents (forward mode: ``torch.func.jvp``, ``jacfwd``, ``hessian``, dual tensors);

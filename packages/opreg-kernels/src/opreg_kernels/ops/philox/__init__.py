@@ -21,12 +21,10 @@ from opreg_core import SampleInput
 
 from ..._register import register_triton_op
 from .._arguments import check_philox_args
-from .reference import philox_normal_rows, philox_uniform_rows
+from .reference import NORMAL_NAME, UNIFORM_NAME, philox_normal_rows, philox_uniform_rows
 
 __all__ = ["philox_normal", "philox_uniform"]
 
-_UNIFORM = "opreg: opreg::philox_uniform"
-_NORMAL = "opreg: opreg::philox_normal"
 _KERNELS = "opreg_kernels.ops.philox.triton_kernels"
 
 Rows = Callable[[torch.Tensor, int, int], torch.Tensor]
@@ -58,17 +56,17 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
     yield SampleInput((seeds[:0], 5), name="no seeds")
 
 
-_uniform_fallback = _rows(_UNIFORM, philox_uniform_rows, 1)
-_normal_fallback = _rows(_NORMAL, philox_normal_rows, 1)
+_uniform_fallback = _rows(UNIFORM_NAME, philox_uniform_rows, 1)
+_normal_fallback = _rows(NORMAL_NAME, philox_normal_rows, 1)
 
 
 @register_triton_op(
     name="opreg::philox_uniform",
     sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
-    fake_fn=_fake(_UNIFORM, 1),
+    fake_fn=_fake(UNIFORM_NAME, 1),
     triton_fn=f"{_KERNELS}:launch_uniform",
-    vmap_fn=_rows(_UNIFORM, philox_uniform_rows, 2),
-    fake_vmap_fn=_fake(_UNIFORM, 2),
+    vmap_fn=_rows(UNIFORM_NAME, philox_uniform_rows, 2),
+    fake_vmap_fn=_fake(UNIFORM_NAME, 2),
     triton_vmap_fn=f"{_KERNELS}:launch_uniform_batched",
     differentiable=False,
     sample_inputs=_sample_inputs,
@@ -85,10 +83,10 @@ def philox_uniform(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tenso
 @register_triton_op(
     name="opreg::philox_normal",
     sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
-    fake_fn=_fake(_NORMAL, 1),
+    fake_fn=_fake(NORMAL_NAME, 1),
     triton_fn=f"{_KERNELS}:launch_normal",
-    vmap_fn=_rows(_NORMAL, philox_normal_rows, 2),
-    fake_vmap_fn=_fake(_NORMAL, 2),
+    vmap_fn=_rows(NORMAL_NAME, philox_normal_rows, 2),
+    fake_vmap_fn=_fake(NORMAL_NAME, 2),
     triton_vmap_fn=f"{_KERNELS}:launch_normal_batched",
     differentiable=False,
     sample_inputs=_sample_inputs,

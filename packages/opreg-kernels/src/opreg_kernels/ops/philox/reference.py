@@ -13,12 +13,14 @@ import torch
 
 __all__ = [
     "BOX_MULLER_MIN_U1",
+    "NORMAL_NAME",
     "PHILOX_M0",
     "PHILOX_M1",
     "PHILOX_ROUNDS",
     "PHILOX_W0",
     "PHILOX_W1",
     "TWO_PI_F32",
+    "UNIFORM_NAME",
     "UNIFORM_SCALE",
     "box_muller",
     "mulhilo32",
@@ -28,6 +30,10 @@ __all__ = [
     "philox_words",
     "words_to_uniform",
 ]
+
+#: How the ops' errors name them (the fallbacks, fakes and Triton launchers raise the same).
+UNIFORM_NAME = "opreg: opreg::philox_uniform"
+NORMAL_NAME = "opreg: opreg::philox_normal"
 
 PHILOX_M0 = 0xD2511F53
 PHILOX_M1 = 0xCD9E8D57

@@ -23,11 +23,13 @@ from ..._fast_launch import INTERPRET, FastLaunch, int_spec
 from .._arguments import check_philox_args
 from .reference import (
     BOX_MULLER_MIN_U1,
+    NORMAL_NAME,
     PHILOX_M0,
     PHILOX_M1,
     PHILOX_W0,
     PHILOX_W1,
     TWO_PI_F32,
+    UNIFORM_NAME,
     UNIFORM_SCALE,
 )
 
@@ -328,23 +330,23 @@ def launch_rows(
 
 def launch_uniform(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
     """Triton launcher of ``opreg::philox_uniform``."""
-    check_philox_args("opreg: opreg::philox_uniform", seeds, n, counter)
+    check_philox_args(UNIFORM_NAME, seeds, n, counter)
     return launch_rows(seeds, n, counter, normal=False)
 
 
 def launch_normal(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
     """Triton launcher of ``opreg::philox_normal``."""
-    check_philox_args("opreg: opreg::philox_normal", seeds, n, counter)
+    check_philox_args(NORMAL_NAME, seeds, n, counter)
     return launch_rows(seeds, n, counter, normal=True)
 
 
 def launch_uniform_batched(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
     """Triton launcher of the batched ``philox_uniform``: seeds ``(B, S)`` -> ``(B, S, n)``."""
-    check_philox_args("opreg: opreg::philox_uniform", seeds, n, counter, seed_dims=2)
+    check_philox_args(UNIFORM_NAME, seeds, n, counter, seed_dims=2)
     return launch_rows(seeds, n, counter, normal=False).reshape(*seeds.shape, n)
 
 
 def launch_normal_batched(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
     """Triton launcher of the batched ``philox_normal``: seeds ``(B, S)`` -> ``(B, S, n)``."""
-    check_philox_args("opreg: opreg::philox_normal", seeds, n, counter, seed_dims=2)
+    check_philox_args(NORMAL_NAME, seeds, n, counter, seed_dims=2)
     return launch_rows(seeds, n, counter, normal=True).reshape(*seeds.shape, n)
