@@ -403,15 +403,16 @@ def test_unknown_keywords_are_refused_naming_register_triton_op(ns: str, decorat
         r"register_triton_op\(\) got an unexpected keyword argument 'triton_fnn'; "
         r"did you mean 'triton_fn'\?"
     )
+    # mypy refuses these calls too (TritonOpOptions): the ignores are the point of the test.
     with pytest.raises(TypeError, match=message):
         if decorator:
-            register_triton_op(**options, triton_fnn=f)
+            register_triton_op(**options, triton_fnn=f)  # type: ignore[call-overload]
         else:
-            register_triton_op(f, **options, triton_fnn=f)
+            register_triton_op(f, **options, triton_fnn=f)  # type: ignore[call-overload]
     with pytest.raises(
         TypeError, match=r"register_triton_op\(\) .* 'fake_fnn'; did you mean 'fake_fn'\?"
     ):
-        register_triton_op(f, **options, fake_fnn=f)
+        register_triton_op(f, **options, fake_fnn=f)  # type: ignore[call-overload]
     assert f"{ns}::f" not in {op.qualname for op in opreg_core.registered_ops()}
 
 
