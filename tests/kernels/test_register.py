@@ -418,6 +418,6 @@ def test_unknown_keywords_are_refused_naming_register_triton_op(ns: str, decorat
 
 def test_triton_op_options_extend_the_core_options() -> None:
     core = VmapOpOptions.__optional_keys__ | VmapOpOptions.__required_keys__
-    extra = {"triton_fn", "triton_device_types", "triton_vmap_fn"}
+    extra = {"triton_fn", "triton_device_types", "triton_vmap_fn", "compiler_visible"}
     assert TritonOpOptions.__optional_keys__ == core | extra
     assert TritonOpOptions.__required_keys__ == frozenset()

@@ -10,6 +10,7 @@ from typing import Any
 
 from opreg_core import KernelHandle, VmapOp, device_type_name, get_op
 
+from ._compiler_visible import eager_launcher
 from ._dispatch_kernel import Launcher, make_triton_kernel
 
 __all__ = ["EXTENSION_KEY", "TritonKernelInfo", "triton_kernel_info"]
@@ -25,7 +26,9 @@ class TritonKernelInfo:
 
     Obtain it with :func:`triton_kernel_info`. ``requested_device_types`` is what
     the registration asked for; ``device_types`` is what is registered now;
-    ``skipped_device_types`` are the requested ones this torch build does not know.
+    ``skipped_device_types`` are the requested ones this torch build does not know;
+    ``compiler_visible`` is the registration's option of that name (``torch.compile`` sees the
+    kernels on ``device_types``).
     """
 
     def __init__(
@@ -34,11 +37,13 @@ class TritonKernelInfo:
         launcher: Launcher,
         batched_launcher: Launcher | None,
         requested_device_types: frozenset[str],
+        compiler_visible: bool = False,
     ) -> None:
         self.op = op
         self.launcher = launcher
         self.batched_launcher = batched_launcher
         self.requested_device_types = requested_device_types
+        self.compiler_visible = compiler_visible
         self._handles: dict[str, list[KernelHandle]] = {}
         self._skipped: set[str] = set()
         self._lock = threading.Lock()
@@ -71,11 +76,16 @@ class TritonKernelInfo:
         with self._lock:
             handles: list[KernelHandle] = []
             try:
-                kernel = make_triton_kernel(op.qualname, device, self.launcher, op.fallback)
+                kernel = make_triton_kernel(
+                    op.qualname, device, self._eager(self.launcher), op.fallback
+                )
                 handles.append(op.register_kernel(device, kernel))
                 if self.batched_launcher is not None and op.vmap_fn is not None:
                     kernel = make_triton_kernel(
-                        f"{op.qualname} (vmap)", device, self.batched_launcher, op.vmap_fn
+                        f"{op.qualname} (vmap)",
+                        device,
+                        self._eager(self.batched_launcher),
+                        op.vmap_fn,
                     )
                     handles.append(op.register_kernel(device, kernel, batched=True))
             except ValueError as exc:
@@ -90,6 +100,10 @@ class TritonKernelInfo:
             self._handles[device] = handles
         return True
 
+    def _eager(self, launcher: Launcher) -> Launcher:
+        """The launcher as the dispatcher kernel runs it (``wrap_triton`` off when visible)."""
+        return eager_launcher(launcher) if self.compiler_visible else launcher
+
     def remove_device_type(self, device_type: str) -> bool:
         """Stop serving ``device_type`` with Triton (the fallback takes over again)."""
         device = device_type_name(device_type)
@@ -102,7 +116,8 @@ class TritonKernelInfo:
     def __repr__(self) -> str:
         return (
             f"<TritonKernelInfo {self.op.qualname} device_types={sorted(self.device_types)} "
-            f"skipped={sorted(self._skipped)} batched={self.has_batched_kernel}>"
+            f"skipped={sorted(self._skipped)} batched={self.has_batched_kernel}"
+            f"{' compiler_visible' if self.compiler_visible else ''}>"
         )
 
 

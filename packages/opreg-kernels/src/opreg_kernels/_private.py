@@ -19,12 +19,16 @@ import torch
 
 __all__ = [
     "INTERNALS",
+    "FunctionalTensorMode",
     "compiled_kernel_launcher",
     "cuda_current_device",
     "cuda_raw_stream",
     "cuda_set_device",
+    "decomposable_types",
+    "export_keeps_triton_ops",
     "launch_hooks_idle",
     "missing_internals",
+    "wrap_triton_disabled",
 ]
 
 #: torch internals that exist only in builds with CUDA (or ROCm) support.
@@ -42,8 +46,17 @@ _TRITON_INTERNALS = (
     "triton.knobs.runtime.launch_enter_hook.calls",
     "triton.knobs.runtime.launch_exit_hook.calls",
 )
+#: torch internals of the compiler-visible mode (``_compiler_visible.py``), in every build.
+_COMPILER_VISIBLE_INTERNALS = (
+    "torch._subclasses.functional_tensor.FunctionalTensorMode",
+    "torch._subclasses.functional_tensor.FunctionalTensor",
+    "torch._subclasses.fake_tensor.FakeTensor",
+    "torch._library.triton.wrap_triton_enabled",
+    "torch._library.triton.wrap_triton_enabled_default",
+    "torch.export._trace.custom_triton_ops_decomposition_disabled",
+)
 #: Dotted names of every internal used here.
-INTERNALS: tuple[str, ...] = _CUDA_INTERNALS + _TRITON_INTERNALS
+INTERNALS: tuple[str, ...] = _CUDA_INTERNALS + _TRITON_INTERNALS + _COMPILER_VISIBLE_INTERNALS
 
 # -- torch: the current CUDA device and stream ---------------------------------------------
 # Why: the dispatcher kernel switches to the tensors' device around each launch, and the fast
@@ -101,6 +114,60 @@ def launch_hooks_idle(runtime: Any) -> bool:
     return True
 
 
+# -- torch: the compiler-visible mode (``compiler_visible=True``) ------------------------------
+# Why: a compiler-visible op decomposes into its launcher's ``wrap_triton`` kernel calls when
+# AOTAutograd traces it, exactly as ``torch.library.triton_op`` does (torch/_library/triton.py,
+# ``functional_decomp``): through a ``torch.library.register_torch_dispatch`` rule (public) for
+# the mode AOTAutograd traces under, ``FunctionalTensorMode`` (private class). The rule
+# accepts the tensor types torch's own rule accepts (plain, fake and functional tensors) and
+# leaves the op opaque under ``torch.export``, as torch's does (a private query).
+# Public replacement: ``torch.library.triton_op`` with a per-device choice of decomposing
+# (it traces the Triton body on every device, CPU included), or a public handle on the mode.
+from torch._subclasses.fake_tensor import FakeTensor  # noqa: E402
+from torch._subclasses.functional_tensor import (  # noqa: E402
+    FunctionalTensor,
+    FunctionalTensorMode,
+)
+
+
+def decomposable_types(types: tuple[type, ...]) -> bool:
+    """Whether a decomposition may run on these tensor types: plain, functional and fake
+    tensors, as torch's rule decides (any other subclass gets NotImplemented first)."""
+    return all(t in (torch.Tensor, FunctionalTensor) or issubclass(t, FakeTensor) for t in types)
+
+
+def export_keeps_triton_ops() -> bool:
+    """Whether ``torch.export`` is tracing, which keeps custom Triton ops whole (torch's rule)."""
+    from torch.export._trace import custom_triton_ops_decomposition_disabled
+
+    return bool(custom_triton_ops_decomposition_disabled())  # type: ignore[no-untyped-call]
+
+
+# Why: in eager a launcher calls ``torch.library.wrap_triton(kernel)[grid](...)`` with plain
+# tensors; with wrap_triton's dispatch on, that call goes through the Triton higher-order op
+# (hundreds of microseconds); off, ``wrap_triton`` returns the kernel itself. torch's own
+# ``triton_op`` runs its function under ``set_wrap_triton_enabled(False)`` (a private context
+# manager); its generator costs about a microsecond per call, so the thread-local flag it
+# sets is set here directly. Public replacement: none (a public ``set_wrap_triton_enabled``).
+import torch._library.triton as _torch_triton  # noqa: E402
+
+_wrap_triton_state = _torch_triton.wrap_triton_enabled
+
+
+def wrap_triton_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with ``torch.library.wrap_triton``'s dispatch off (it returns the kernel)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        previous = getattr(_wrap_triton_state, "value", _torch_triton.wrap_triton_enabled_default)
+        _wrap_triton_state.value = False
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _wrap_triton_state.value = previous
+
+    return run
+
+
 # -- the check -----------------------------------------------------------------------------
 
 
@@ -145,7 +212,7 @@ def missing_internals() -> list[str]:
     The CUDA names are checked in torch builds with CUDA support only, the Triton names
     only where Triton imports (the code paths using them are not taken otherwise).
     """
-    wanted: list[str] = []
+    wanted: list[str] = list(_COMPILER_VISIBLE_INTERNALS)
     if torch.version.cuda is not None or torch.version.hip is not None:
         wanted += _CUDA_INTERNALS
     if _triton_imports():

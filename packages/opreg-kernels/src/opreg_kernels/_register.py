@@ -15,6 +15,7 @@ from typing import ParamSpec, TypeVar, Unpack, cast, overload
 from opreg_core import VmapOp, VmapOpOptions, default_name, device_type_name, register_vmap_op
 
 from ._availability import triton_device_types
+from ._compiler_visible import add_decomposition_rules
 from ._dispatch_kernel import Launcher
 from ._kernel_info import EXTENSION_KEY, TritonKernelInfo
 
@@ -25,14 +26,16 @@ R = TypeVar("R")
 
 
 class TritonOpOptions(VmapOpOptions, total=False):
-    """The keywords of :func:`register_triton_op`: those of ``register_vmap_op`` and three more.
+    """The keywords of :func:`register_triton_op`: those of ``register_vmap_op`` and four more.
 
-    ``triton_fn`` is required; ``triton_device_types`` and ``triton_vmap_fn`` default to None.
+    ``triton_fn`` is required; ``triton_device_types`` and ``triton_vmap_fn`` default to None,
+    ``compiler_visible`` to False (see :func:`register_triton_op`).
     """
 
     triton_fn: Launcher | None
     triton_device_types: str | Sequence[str] | None
     triton_vmap_fn: Launcher | None
+    compiler_visible: bool
 
 
 #: Every keyword register_triton_op accepts.
@@ -88,7 +91,8 @@ def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
     triton_fn = rest.pop("triton_fn", None)
     devices_option = rest.pop("triton_device_types", None)
     triton_vmap_fn = rest.pop("triton_vmap_fn", None)
-    core_options = cast(VmapOpOptions, rest)  # the three Triton keys are gone
+    compiler_visible = rest.pop("compiler_visible", False)
+    core_options = cast(VmapOpOptions, rest)  # the Triton keys are gone
     name = core_options.get("name")
     qualname = name if isinstance(name, str) else default_name(f)
     launcher = _check_launcher(qualname, "triton_fn", triton_fn)
@@ -96,10 +100,19 @@ def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
         _check_launcher(qualname, "triton_vmap_fn", triton_vmap_fn)
         if core_options.get("vmap_fn") is None:
             raise ValueError(f"opreg: {qualname}: triton_vmap_fn is given but vmap_fn is not")
+    if not isinstance(compiler_visible, bool):
+        raise TypeError(
+            f"opreg: {qualname}: compiler_visible must be True or False, got {compiler_visible!r}"
+        )
     devices = _device_type_set(qualname, devices_option)
     op = register_vmap_op(f, **core_options)
-    info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices)
+    info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices, compiler_visible)
     op.extensions[EXTENSION_KEY] = info
+    if compiler_visible:
+        operators = [op.overload]
+        if triton_vmap_fn is not None and op.batched_overload is not None:
+            operators.append(op.batched_overload)
+        add_decomposition_rules(op.qualname, operators)
     for device in sorted(devices):
         info.add_device_type(device)
     return op
@@ -137,6 +150,20 @@ def register_triton_op(
             :func:`triton_kernel_info`).
         triton_vmap_fn: optional launcher for the batched operator (``vmap_fn``'s
             signature), so that ``vmap(op)`` runs Triton too; needs ``vmap_fn``.
+        compiler_visible: False (default): ``torch.compile``, ``torch.export`` and
+            AOTInductor see the op as one opaque operator. True: the launcher calls each
+            kernel as ``torch.library.wrap_triton(kernel)[grid](...)`` and uses only
+            PyTorch operations otherwise; then, under ``torch.compile`` on a device type
+            that runs the Triton launcher (Triton available, not interpreted), the op
+            decomposes into its kernels, which Inductor launches from its own code (and
+            AOTInductor compiles into its package, which then runs without opreg). On every
+            other device, and in eager everywhere, the op behaves as with False (the
+            fallback off the Triton devices), so compiled results equal eager ones there.
+            ``torch.export`` keeps the op whole. The batched op is visible too when
+            ``triton_vmap_fn`` is given (it follows the same rules); otherwise ``vmap`` of
+            the op runs ``vmap_fn`` as an opaque batched operator. A launcher that cannot
+            be traced (e.g. a bare ``kernel[grid](...)`` call) fails the compilation with
+            an error that says so; it never runs silently.
         sharding: how the op runs on DTensor arguments, as in ``register_vmap_op``; on each
             rank the Triton kernel runs on the local shard, under its device's guard.
 

@@ -7,7 +7,10 @@
   imported on the first CUDA call and never by ``import opreg_kernels``;
 - the backward sends the incoming gradient to both inputs, and the jvp adds the input
   tangents (forward mode: ``torch.func.jvp``, ``jacfwd``, ``hessian``, dual tensors);
-- ``sharding="elementwise"`` lets it run on DTensors sharded any way (same placement out).
+- ``sharding="elementwise"`` lets it run on DTensors sharded any way (same placement out);
+- ``compiler_visible=True``: under ``torch.compile`` on CUDA the compiled code launches the
+  Triton kernel itself (the launcher's ``wrap_triton`` branch), and AOTInductor packages run
+  it without opreg; on CPU the op stays opaque and runs the fallback, as in eager.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
     vmap_fn=add,
     fake_vmap_fn=_fake,
     triton_vmap_fn=_LAUNCHER,
+    compiler_visible=True,
     backward=_backward,
     jvp=_jvp,
     sample_inputs=_sample_inputs,

@@ -51,7 +51,12 @@ def launch_add(
     num_warps: int = DEFAULT_NUM_WARPS,
     evict: bool = DEFAULT_EVICT,
 ) -> torch.Tensor:
-    """``x + y`` as a new contiguous tensor (inputs of one shape and dtype; no checks)."""
+    """``x + y`` as a new contiguous tensor (inputs of one shape and dtype; no checks).
+
+    Plain tensors (eager) take the fast launch; any other tensor (the functional tensors of
+    ``torch.compile``'s trace of the compiler-visible op) the traceable
+    ``torch.library.wrap_triton`` launch, which puts the kernel itself into the graph.
+    """
     x = x.contiguous()
     y = y.contiguous()
     out = torch.empty_like(x)
@@ -59,6 +64,11 @@ def launch_add(
     if numel:
         # int64 offsets once the last block's (masked) offsets could pass int32.
         wide = numel + block >= _INT32_LIMIT
+        if type(x) is not torch.Tensor:
+            torch.library.wrap_triton(_add_kernel)[((numel + block - 1) // block,)](
+                x, y, out, numel, WIDE=wide, BLOCK=block, EVICT=evict, num_warps=num_warps
+            )
+            return out
         key = (
             x.get_device(), x.dtype, x.data_ptr() & 15, y.data_ptr() & 15, out.data_ptr() & 15,
             int_spec(numel), wide, block, num_warps, evict,

@@ -1,0 +1,165 @@
+"""The compiler-visible mode of ``register_triton_op`` (``compiler_visible=True``).
+
+In this mode the launcher calls its kernels as ``torch.library.wrap_triton(kernel)[grid](...)``
+and uses only PyTorch operations otherwise. Then:
+
+- **eager** is unchanged: the dispatcher kernel runs the launcher on the Triton device types
+  (with ``wrap_triton``'s dispatch off, so ``wrap_triton`` hands back the kernel itself and a
+  launch costs what a plain ``kernel[grid](...)`` costs) and the fallback everywhere else;
+- **torch.compile**: when AOTAutograd traces the op (under ``FunctionalTensorMode``) on a device
+  type that runs the op's Triton launcher right now (Triton available, not its interpreter),
+  the op decomposes into its launcher's operations, as ``torch.library.triton_op`` does: the
+  compiled graph holds the Triton kernel itself (``triton_kernel_wrapper_functional``), and
+  Inductor launches it from its generated code. On every other device (CPU, devices without a
+  kernel, Triton off or interpreted) the op stays opaque and runs what eager runs, so compiled
+  results equal eager ones there (``torch.library.triton_op`` traces the Triton body for CPU
+  tensors too);
+- **torch.export** keeps the op whole, as it does for ``torch.library.triton_op``; AOTInductor
+  (``torch._inductor.aoti_compile_and_package``) decomposes it again, so the package holds the
+  kernel and runs without opreg.
+
+The rule is registered once per operator name and never removed: each call looks the op up by
+name, so ``opreg_core.unregister`` and a re-registration (visible or not) take effect at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from opreg_core import get_op
+
+from ._availability import has_triton
+from ._dispatch_kernel import Launcher, _is_caller_error, _raised_in_triton, resolve_launcher
+from ._private import (
+    FunctionalTensorMode,
+    decomposable_types,
+    export_keeps_triton_ops,
+    wrap_triton_disabled,
+)
+
+__all__ = ["add_decomposition_rules", "eager_launcher"]
+
+#: Operator names ("ns::op") that have the decomposition rule (rules are never removed).
+_ruled: set[str] = set()
+_lock = threading.Lock()
+
+
+def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
+    """The launcher as eager runs it: ``wrap_triton`` dispatch off (see module docstring).
+
+    A ``"package.module:function"`` launcher is still imported on its first launch; an import
+    failure then surfaces from the dispatcher kernel as a ``TritonKernelError``, as before.
+    """
+    if not isinstance(launcher, str):
+        return wrap_triton_disabled(launcher)
+    resolved: Callable[..., Any] | None = None
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        nonlocal resolved
+        if resolved is None:
+            resolved = wrap_triton_disabled(resolve_launcher(launcher))
+        return resolved(*args, **kwargs)
+
+    return run
+
+
+def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The device type of the first tensor argument (in lists too), or None without one."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.device.type
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    return item.device.type
+    return None
+
+
+def _triton_interpreted() -> bool:
+    """Whether Triton runs kernels in its interpreter: ``wrap_triton`` then cannot trace them."""
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret)
+
+
+def _visible_launcher(
+    qualname: str, batched: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Callable[..., Any] | None:
+    """The launcher to decompose this call into, or None to keep the op opaque."""
+    from ._kernel_info import EXTENSION_KEY, TritonKernelInfo  # imports this module
+
+    try:
+        op = get_op(qualname)
+    except KeyError:
+        return None
+    info = op.extensions.get(EXTENSION_KEY)
+    if not isinstance(info, TritonKernelInfo) or not info.compiler_visible:
+        return None
+    launcher = info.batched_launcher if batched else info.launcher
+    device = _device_type(args, kwargs)
+    if launcher is None or device is None or device not in info.device_types:
+        return None
+    if not has_triton() or _triton_interpreted():
+        return None
+    return resolve_launcher(launcher)
+
+
+def _traced(qualname: str, device: str | None, exc: Exception) -> Exception:
+    """The error for a launcher that failed while being traced (input errors pass unchanged)."""
+    if _is_caller_error(exc):
+        return exc
+    detail = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
+    if _raised_in_triton(exc.__traceback__):
+        what = "it launched a Triton kernel that torch could not trace"
+    else:
+        what = "it could not be traced"
+    return RuntimeError(
+        f"opreg: {qualname}: compiler_visible=True, but the Triton launcher failed while "
+        f"torch.compile traced it on {device!r}: {what} ({reason}). In this mode the launcher "
+        "must launch every kernel as torch.library.wrap_triton(kernel)[grid](...) and use "
+        "only PyTorch operations otherwise; or register the op with compiler_visible=False "
+        "(opaque to the compiler)."
+    )
+
+
+def _make_rule(qualname: str, batched: bool) -> Callable[..., Any]:
+    label = f"{qualname} (vmap)" if batched else qualname
+
+    def rule(
+        mode: Any, func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: Any
+    ) -> Any:
+        kwargs = kwargs or {}
+        launcher = None if export_keeps_triton_ops() else _visible_launcher(
+            qualname, batched, args, kwargs
+        )  # fmt: skip
+        if launcher is None:
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        if not decomposable_types(types):
+            return NotImplemented  # another tensor subclass: let it handle the op first
+        try:
+            with mode:
+                return launcher(*args, **kwargs)
+        except Exception as exc:
+            error = _traced(label, _device_type(args, kwargs), exc)
+            if error is exc:
+                raise
+            raise error from exc
+
+    return rule
+
+
+def add_decomposition_rules(qualname: str, operators: list[Any]) -> None:
+    """Give ``operators`` (the op's ``OpOverload`` and, if it has one, its batched one) the
+    decomposition rule, once per operator name; the rules find the op by ``qualname``."""
+    with _lock:
+        for index, operator in enumerate(operators):
+            name = operator.name()
+            if name not in _ruled:
+                rule = _make_rule(qualname, batched=index > 0)
+                torch.library.register_torch_dispatch(operator, FunctionalTensorMode, rule)
+                _ruled.add(name)
