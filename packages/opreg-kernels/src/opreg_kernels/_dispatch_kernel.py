@@ -7,7 +7,12 @@ Per call it (1) decides once, lazily, whether Triton can run at all (if not, the
 op's PyTorch fallback serves the call), (2) runs the launcher with the tensors'
 device made current (PyTorch does not guard Python kernels, and an unguarded
 Triton launch on a second GPU fails or poisons Triton's per-device state), and
-(3) turns compile/launch failures into a :class:`TritonKernelError`.
+(3) turns compile/launch failures into a :class:`TritonKernelError`; one raised while the
+device's current stream is capturing a CUDA graph says to warm the op up first (a first
+call compiles, and an autotuned kernel benchmarks its configs, neither of which a capturing
+stream permits). Under Triton's interpreter the launcher runs through
+:func:`~opreg_kernels._interpreter_autotune.interpreted_launch`, so that autotuned kernels
+work there (each config runs once and the configs are compared).
 """
 
 from __future__ import annotations
@@ -30,6 +35,15 @@ __all__ = ["Launcher", "make_triton_kernel", "resolve_launcher"]
 Launcher = Callable[..., Any] | str
 
 _UNGUARDED_DEVICE_TYPES = frozenset({"cpu", "meta"})
+
+#: Why a launch failed inside a CUDA graph capture, and what to do.
+CAPTURE_HINT = (
+    "the launch happened while a CUDA graph was being captured: an op's first call with new "
+    "shapes or dtypes compiles its kernel, and an autotuned kernel (@triton.autotune) "
+    "benchmarks its configs, neither of which a capturing stream permits. Warm up first: call "
+    "the op once with the same shapes, dtypes and device outside the capture "
+    '(torch.compile\'s mode="reduce-overhead" warms up by itself)'
+)
 
 
 class _DeviceSwitch(NamedTuple):
@@ -78,6 +92,19 @@ def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return -1
 
 
+def stream_capturing(device_type: str, index: int) -> bool:
+    """Whether the current stream of the device is capturing a graph (False if unknown)."""
+    if device_type != "cuda":
+        return False
+    try:
+        if index < 0:
+            return torch.cuda.is_current_stream_capturing()
+        with torch.cuda.device(index):
+            return torch.cuda.is_current_stream_capturing()
+    except Exception:  # no CUDA in this build, or none initialised: nothing is capturing
+        return False
+
+
 def _raised_in_triton(traceback: TracebackType | None) -> bool:
     while traceback is not None:
         if str(traceback.tb_frame.f_globals.get("__name__", "")).startswith("triton"):
@@ -115,6 +142,12 @@ def make_triton_kernel(
         except Exception as exc:
             raise TritonKernelError(op_name, device_type, exc) from exc
         guard = _device_switch(device_type)
+        from ._fast_launch import INTERPRET
+
+        if INTERPRET:
+            from ._interpreter_autotune import interpreted_launch
+
+            resolved = interpreted_launch(resolved)
         run = resolved
         return run
 
@@ -141,7 +174,8 @@ def make_triton_kernel(
             if _is_caller_error(exc):
                 raise
             device = f"{device_type}:{index}" if index >= 0 else device_type
-            raise TritonKernelError(op_name, device, exc) from exc
+            hint = CAPTURE_HINT if stream_capturing(device_type, index) else None
+            raise TritonKernelError(op_name, device, exc, hint=hint) from exc
 
     kernel.__name__ = f"triton_kernel_{device_type}"
     kernel.__qualname__ = kernel.__name__

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from types import CodeType, FunctionType
 from typing import Any
 
 import torch
@@ -20,14 +21,18 @@ import torch
 __all__ = [
     "INTERNALS",
     "FunctionalTensorMode",
+    "autotune_benchmark_call",
     "compiled_kernel_launcher",
     "cuda_current_device",
     "cuda_raw_stream",
     "cuda_set_device",
     "decomposable_types",
     "export_keeps_triton_ops",
+    "functorch_wrapped",
     "launch_hooks_idle",
+    "lend_triton_driver",
     "missing_internals",
+    "triton_default_driver",
     "wrap_triton_disabled",
 ]
 
@@ -45,7 +50,16 @@ _TRITON_INTERNALS = (
     "triton.compiler.CompiledKernel.packed_metadata",
     "triton.knobs.runtime.launch_enter_hook.calls",
     "triton.knobs.runtime.launch_exit_hook.calls",
+    "triton.runtime.driver.driver",
+    "triton.runtime.driver.DriverConfig._active",
+    "triton.runtime.driver.DriverConfig.set_active",
+    "triton.runtime.driver.DriverConfig.default",
+    "triton.runtime.autotuner.Autotuner._bench.kernel_call.self",
+    "triton.runtime.autotuner.Autotuner._bench.kernel_call.config",
+    "triton.runtime.autotuner.Autotuner._bench.kernel_call.full_nargs",
 )
+#: torch internals of the derivative guard (``_derivative_guard.py``), in every build.
+_FUNCTORCH_INTERNALS = ("torch._C._functorch.is_functorch_wrapped_tensor",)
 #: torch internals of the compiler-visible mode (``_compiler_visible.py``), in every build.
 _COMPILER_VISIBLE_INTERNALS = (
     "torch._subclasses.functional_tensor.FunctionalTensorMode",
@@ -56,7 +70,9 @@ _COMPILER_VISIBLE_INTERNALS = (
     "torch.export._trace.custom_triton_ops_decomposition_disabled",
 )
 #: Dotted names of every internal used here.
-INTERNALS: tuple[str, ...] = _CUDA_INTERNALS + _TRITON_INTERNALS + _COMPILER_VISIBLE_INTERNALS
+INTERNALS: tuple[str, ...] = (
+    _CUDA_INTERNALS + _TRITON_INTERNALS + _COMPILER_VISIBLE_INTERNALS + _FUNCTORCH_INTERNALS
+)
 
 # -- torch: the current CUDA device and stream ---------------------------------------------
 # Why: the dispatcher kernel switches to the tensors' device around each launch, and the fast
@@ -168,6 +184,63 @@ def wrap_triton_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+# -- Triton: autotuning under the interpreter (``_interpreter_autotune.py``) ------------------
+# Why: ``@triton.autotune`` times each config with ``driver.active.get_benchmarker()``, and
+# under the interpreter on a machine without a GPU no driver is active ("0 active drivers").
+# For the length of one opreg launch under the interpreter, a stand-in driver is lent to
+# Triton (``DriverConfig.set_active``, the previous value read from ``_active``), whose
+# benchmarker runs every config once and compares their results; comparing needs the
+# arguments and config of each benchmark call, which Triton 3.6 keeps only in the closure of
+# the ``kernel_call`` function that ``Autotuner._bench`` builds (``self``, ``config``,
+# ``full_nargs``). Public replacement: a benchmarker knob, or a ``do_bench`` that receives the
+# config and arguments.
+
+
+def lend_triton_driver(stand_in: Any) -> Callable[[], None]:
+    """Make ``stand_in`` Triton's active driver; returns the function that undoes it."""
+    from triton.runtime.driver import driver
+
+    previous = driver._active
+
+    def give_back() -> None:
+        driver._active = previous
+
+    driver.set_active(stand_in)
+    return give_back
+
+
+def triton_default_driver() -> Any:
+    """Triton's own active driver (raises Triton's RuntimeError where none is active)."""
+    from triton.runtime.driver import driver
+
+    return driver.default
+
+
+def autotune_benchmark_call(kernel_call: Any) -> tuple[Any, Any, dict[str, Any]] | None:
+    """(autotuner, config, arguments by name) of one ``Autotuner._bench`` call, or None."""
+    code = getattr(kernel_call, "__code__", None)
+    cells = getattr(kernel_call, "__closure__", None)
+    if code is None or cells is None:
+        return None
+    found = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells, strict=True)}
+    nargs = found.get("full_nargs")
+    if "self" not in found or "config" not in found or not isinstance(nargs, dict):
+        return None
+    return found["self"], found["config"], nargs
+
+
+# -- torch: functorch's wrapped tensors (``_derivative_guard.py``) -----------------------------
+# Why: a backward (or jvp) that calls a Triton launcher directly fails under torch.func
+# transforms, whose tensors are wrappers without storage; the guard names the op and says what
+# to do instead only when such a wrapper reached it. Public replacement: none (a public
+# "is this a functorch wrapper" query).
+
+
+def functorch_wrapped(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a functorch wrapper (grad, jvp or vmap level), not a plain tensor."""
+    return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
+
+
 # -- the check -----------------------------------------------------------------------------
 
 
@@ -175,7 +248,8 @@ def _resolves(dotted: str) -> bool:
     """Whether ``dotted`` names something in the running torch/Triton.
 
     The longest importable prefix is imported and the rest read as attributes; an attribute
-    missing on a class counts as present when the class's ``__init__`` assigns it.
+    missing on a class counts as present when the class's ``__init__`` assigns it; after a
+    function come the names of a function nested in it and of that one's closure variables.
     """
     parts = dotted.split(".")
     obj: Any = None
@@ -189,6 +263,15 @@ def _resolves(dotted: str) -> bool:
     else:
         return False
     for name in rest:
+        if isinstance(obj, (FunctionType, CodeType)):  # a nested function, then its closure
+            body = obj.__code__ if isinstance(obj, FunctionType) else obj
+            nested = [c for c in body.co_consts if isinstance(c, CodeType) and c.co_name == name]
+            if nested:
+                obj = nested[0]
+                continue
+            if name in body.co_freevars:
+                obj = None
+                continue
         if hasattr(obj, name):
             obj = getattr(obj, name)
             continue
@@ -212,7 +295,7 @@ def missing_internals() -> list[str]:
     The CUDA names are checked in torch builds with CUDA support only, the Triton names
     only where Triton imports (the code paths using them are not taken otherwise).
     """
-    wanted: list[str] = list(_COMPILER_VISIBLE_INTERNALS)
+    wanted: list[str] = [*_COMPILER_VISIBLE_INTERNALS, *_FUNCTORCH_INTERNALS]
     if torch.version.cuda is not None or torch.version.hip is not None:
         wanted += _CUDA_INTERNALS
     if _triton_imports():

@@ -16,6 +16,7 @@ from opreg_core import VmapOp, VmapOpOptions, default_name, device_type_name, re
 
 from ._availability import triton_device_types
 from ._compiler_visible import add_decomposition_rules
+from ._derivative_guard import guard_derivatives
 from ._dispatch_kernel import Launcher
 from ._kernel_info import EXTENSION_KEY, TritonKernelInfo
 
@@ -105,7 +106,9 @@ def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
             f"opreg: {qualname}: compiler_visible must be True or False, got {compiler_visible!r}"
         )
     devices = _device_type_set(qualname, devices_option)
+    derivatives = guard_derivatives(qualname, cast(dict[str, object], core_options))
     op = register_vmap_op(f, **core_options)
+    op.__dict__.update(derivatives)  # op.backward / op.jvp: the user's functions, unwrapped
     info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices, compiler_visible)
     op.extensions[EXTENSION_KEY] = info
     if compiler_visible:
