@@ -272,3 +272,63 @@ def test_opaque_again_after_reregistration_or_without_triton(traced: dict[str, A
     for case in ("reregistered_opaque", "triton_off"):
         code = traced[case]["fw"]
         assert "vis.double.default" in code and "triton_kernel_wrapper" not in code, case
+
+
+# -- CUDA: the generated code launches the kernels (run by benchmarks/gpu/verify_visible.sh) --
+
+needs_compiled_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
+    reason="needs a CUDA device with compiled (not interpreted) Triton kernels",
+)
+
+
+def _generated_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, str]:
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    out, codes = run_and_get_code(torch.compile(fn), *args)
+    return out, "\n".join(codes)
+
+
+@needs_compiled_cuda
+def test_cuda_generated_code_launches_the_kernels(ns: str, kernels: ModuleType) -> None:
+    """Inductor's code calls the user's and fused_add's Triton kernels itself (no opreg op),
+    and an opaque twin stays an extern call of the op; results equal eager."""
+    visible = kernels.register_double(f"{ns}::double")
+    opaque = kernels.register_double(f"{ns}::opaque", compiler_visible=False)
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+
+    def model(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(fused_add(visible(torch.relu(x * 2 + 1)), y)) * 3
+
+    out, code = _generated_code(model, x, y)
+    torch.testing.assert_close(out, model(x, y))
+    assert "_double_kernel" in code and "_add_kernel" in code
+    assert f"{ns}.double" not in code and "opreg.fused_add" not in code
+    out, code = _generated_code(lambda t: opaque(t * 2) + 1, x)
+    torch.testing.assert_close(out, x * 4 + 1)
+    assert f"{ns}.opaque.default" in code and "_double_kernel" not in code
+
+
+@needs_compiled_cuda
+def test_cuda_compiled_vmap_grad_and_checks(ns: str, kernels: ModuleType) -> None:
+    op = kernels.register_double(f"{ns}::double")
+    x = torch.randn(4, 300, device="cuda")
+    torch.testing.assert_close(torch.compile(torch.vmap(op))(x), x * 2)
+    leaf = x.clone().requires_grad_()
+    torch.compile(lambda t: (op(t) * t).sum())(leaf).backward()
+    assert leaf.grad is not None
+    torch.testing.assert_close(leaf.grad, 4 * x)
+    torch._dynamo.reset()
+    check_op(op, device="cuda").raise_for_failures()
+    check_op(fused_add, device="cuda").raise_for_failures()
+
+
+@needs_compiled_cuda
+def test_cuda_launcher_without_wrap_triton_is_refused(ns: str, kernels: ModuleType) -> None:
+    bare = kernels.register_double(f"{ns}::bare", triton_fn=kernels.launch_bare)
+    x = torch.randn(300, device="cuda")
+    torch.testing.assert_close(bare(x), x * 2)  # eager is fine
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"compiler_visible=True, but the Triton launcher failed"):
+        torch.compile(lambda t: bare(t) + 1)(x)

@@ -1,0 +1,159 @@
+"""AOTInductor packages of models that call opreg ops (``tests/kernels/aoti_model.py``).
+
+``torch.export.export`` keeps every opreg op whole; ``torch._inductor.aoti_compile_and_package``
+(torch's documented AOTInductor entry point) compiles the program into a ``.pt2`` package, and
+``torch._inductor.aoti_load_package`` runs it. Each package runs in a fresh process:
+
+- opaque ops (any op on CPU; on CUDA a plain opreg op or a Triton op with
+  ``compiler_visible=False``): the package calls them by name, so the process must import the
+  module that registers them; without it loading fails naming the op;
+- compiler-visible Triton ops on CUDA: the package holds their kernels, and runs in a process
+  that cannot import opreg at all.
+
+The CPU package takes a C++ compiler and about half a minute (marked ``slow``); the CUDA tests
+need a GPU (``benchmarks/gpu/verify_visible.sh`` runs them on the H200).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent
+
+# Runs a package in a fresh process: argv = package, inputs/outputs file, "import" (import
+# aoti_model first) or "block" (refuse every import of opreg), tests/kernels, device.
+_RUN = r"""
+import importlib.abc, json, sys
+import torch
+package, io_path, how, here, device = sys.argv[1:6]
+if how == "import":
+    sys.path.insert(0, here)
+    import aoti_model  # registers the user's ops (and imports opreg)
+else:
+    class NoOpreg(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("opreg_core", "opreg_kernels", "opreg_testing"):
+                raise ImportError(f"this process must not import {name}")
+            return None
+    sys.meta_path.insert(0, NoOpreg())
+io = torch.load(io_path)
+try:
+    runner = torch._inductor.aoti_load_package(package)
+    out = runner(io["x"].to(device), io["y"].to(device))
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    io["got"] = out.cpu()
+    torch.save(io, io_path)
+    error = None
+except Exception as exc:
+    error = f"{type(exc).__name__}: {exc}"
+print(json.dumps({
+    "error": error,
+    "opreg_modules": sorted(m for m in sys.modules if m.startswith("opreg")),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def model_module() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import aoti_model
+    finally:
+        sys.path.remove(str(HERE))
+    yield aoti_model
+
+
+def _package(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:
+    program = torch.export.export(model, inputs)
+    targets = {str(node.target) for node in program.graph.nodes}
+    assert "opreg.fused_add.default" in targets  # export keeps the op, visible or not
+    return Path(torch._inductor.aoti_compile_and_package(program, package_path=str(path)))
+
+
+def _run_fresh(package: Path, inputs: tuple[torch.Tensor, ...], how: str) -> dict[str, Any]:
+    io_path = package.with_suffix(".io.pt")
+    x, y = inputs
+    device = str(x.device)
+    torch.save({"x": x.cpu(), "y": y.cpu()}, io_path)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, str(package), str(io_path), how, str(HERE), device],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if result["error"] is None:
+        result["got"] = torch.load(io_path)["got"]
+    return result
+
+
+def _inputs(device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(1000, device=device), torch.randn(1000, device=device)
+
+
+@pytest.fixture(scope="module")
+def cpu_package(model_module: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("AOTInductor on CPU needs a C++ compiler")
+    path = tmp_path_factory.mktemp("aoti") / "opaque_cpu.pt2"
+    return _package(model_module.OpaqueModel(), _inputs("cpu"), path)
+
+
+@pytest.mark.slow
+def test_cpu_package_runs_where_the_ops_are_imported(
+    cpu_package: Path, model_module: ModuleType
+) -> None:
+    inputs = _inputs("cpu")
+    result = _run_fresh(cpu_package, inputs, "import")
+    assert result["error"] is None
+    torch.testing.assert_close(result["got"], model_module.OpaqueModel()(*inputs))
+
+
+@pytest.mark.slow
+def test_cpu_package_without_the_ops_names_the_missing_op(cpu_package: Path) -> None:
+    result = _run_fresh(cpu_package, _inputs("cpu"), "block")
+    assert result["error"] is not None and "opreg_aoti::soft_clip" in result["error"]
+    assert result["opreg_modules"] == []
+
+
+needs_compiled_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
+    reason="needs a CUDA device with compiled (not interpreted) Triton kernels",
+)
+
+
+@needs_compiled_cuda
+def test_cuda_visible_package_runs_without_opreg(model_module: ModuleType, tmp_path: Path) -> None:
+    inputs = _inputs("cuda")
+    package = _package(model_module.VisibleModel(), inputs, tmp_path / "visible.pt2")
+    result = _run_fresh(package, inputs, "block")
+    assert result["error"] is None, result["error"]
+    assert result["opreg_modules"] == []
+    torch.testing.assert_close(result["got"], model_module.VisibleModel()(*inputs).cpu())
+
+
+@needs_compiled_cuda
+def test_cuda_opaque_package_runs_where_the_ops_are_imported(
+    model_module: ModuleType, tmp_path: Path
+) -> None:
+    inputs = _inputs("cuda")
+    package = _package(model_module.OpaqueModel(), inputs, tmp_path / "opaque.pt2")
+    result = _run_fresh(package, inputs, "import")
+    assert result["error"] is None, result["error"]
+    torch.testing.assert_close(result["got"], model_module.OpaqueModel()(*inputs).cpu())
+    blocked = _run_fresh(package, inputs, "block")
+    assert blocked["error"] is not None and "opreg_aoti::" in blocked["error"]
