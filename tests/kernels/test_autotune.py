@@ -10,6 +10,8 @@ registered as its own Triton op works everywhere.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -390,3 +392,17 @@ def test_opreg_testing_autograd_check_still_names_the_direct_form(
     op = square_op(ns, direct_backward)
     with pytest.raises(CheckFailure, match="launches a Triton kernel directly"):
         check_autograd(op, [SampleInput((torch.randn(6),))], gradgrad=False)
+
+
+# -- the example --------------------------------------------------------------------------
+
+
+def test_the_rmsnorm_example_runs_under_the_interpreter() -> None:
+    """examples/triton_rmsnorm.py (the pattern of docs/triton.md) on CPU, as CI runs it."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "triton_rmsnorm.py"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rms_norm on cpu: forward, grad, compile" in proc.stdout
