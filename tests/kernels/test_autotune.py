@@ -351,6 +351,25 @@ def test_other_backward_errors_pass_through_unchanged(ns: str, opreg_triton_cpu:
         torch.func.grad(lambda x: op(x).sum())(torch.randn(4))
 
 
+@pytest.mark.parametrize(
+    ("module", "refused"), [("triton.runtime.fake", True), ("triton_user", False)]
+)
+def test_only_errors_from_tritons_own_frames_are_refused(
+    ns: str, opreg_triton_cpu: Any, module: str, refused: bool
+) -> None:
+    namespace: dict[str, Any] = {"__name__": module}
+    exec("def launch(g):\n    raise RuntimeError('no storage')\n", namespace)
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, namespace["launch"](g))
+
+    op = square_op(ns, backward)
+    expected = DirectLaunchInDerivativeError if refused else RuntimeError
+    with pytest.raises(expected) as caught:
+        torch.func.grad(lambda x: op(x).sum())(torch.randn(4))
+    assert isinstance(caught.value, DirectLaunchInDerivativeError) is refused
+
+
 def test_the_backward_as_its_own_triton_op_works_everywhere(ns: str, opreg_triton_cpu: Any) -> None:
     def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (x * y).contiguous()

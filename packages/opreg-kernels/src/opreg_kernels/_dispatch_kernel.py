@@ -106,8 +106,10 @@ def stream_capturing(device_type: str, index: int) -> bool:
 
 
 def _raised_in_triton(traceback: TracebackType | None) -> bool:
+    """Whether a frame of Triton's own package is on ``traceback`` (not a ``triton_*`` module)."""
     while traceback is not None:
-        if str(traceback.tb_frame.f_globals.get("__name__", "")).startswith("triton"):
+        name = str(traceback.tb_frame.f_globals.get("__name__", ""))
+        if name == "triton" or name.startswith("triton."):
             return True
         traceback = traceback.tb_next
     return False
