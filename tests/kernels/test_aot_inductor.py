@@ -66,12 +66,15 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def model_module() -> Iterator[ModuleType]:
+    """aoti_model, with tests/kernels importable while the module's tests run (its Triton
+    launchers are named "visible_kernels:launch", imported on their first launch)."""
     sys.path.insert(0, str(HERE))
     try:
         import aoti_model
+
+        yield aoti_model
     finally:
         sys.path.remove(str(HERE))
-    yield aoti_model
 
 
 def _package(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:

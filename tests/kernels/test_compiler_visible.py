@@ -25,7 +25,7 @@ import torch
 from torch._dynamo.testing import AotEagerAndRecordGraphs
 
 from opreg_core import unregister
-from opreg_kernels import fused_add, triton_kernel_info
+from opreg_kernels import fused_add, register_triton_op, triton_kernel_info
 from opreg_testing import check_op
 
 HERE = Path(__file__).parent
@@ -173,11 +173,11 @@ import visible_kernels as vk
 from opreg_core import unregister
 from opreg_kernels import _availability
 
-def trace(fn, *args):
+def trace(fn, *args, dynamic=None):
     torch._dynamo.reset()
     rec = AotEagerAndRecordGraphs()
     try:
-        torch.compile(fn, backend=rec)(*args)
+        torch.compile(fn, backend=rec, dynamic=dynamic)(*args)
         ran = "ran"
     except Exception as exc:  # a graph with a Triton kernel cannot run without a GPU driver
         ran = f"{type(exc).__name__}: {exc}"
@@ -202,6 +202,16 @@ out["bare"] = trace(lambda t: bare(t) + 1, x)
 
 no_vmap = vk.register_double("vis::no_vmap", triton_vmap_fn=None, triton_device_types="cpu")
 out["vmap_without_triton_vmap_fn"] = trace(torch.vmap(no_vmap), torch.randn(3, 5))
+
+from opreg_kernels import philox_uniform, register_triton_op
+uniform = register_triton_op(
+    philox_uniform.fallback, name="vis::uniform", fake_fn=philox_uniform.fake_fn,
+    triton_fn="opreg_kernels.ops.philox.triton_kernels:launch_uniform", differentiable=False,
+    compiler_visible=True, triton_device_types="cpu",
+)
+seeds = torch.arange(6)
+out["philox"] = trace(lambda s: uniform(s, 10, 7) * 2 - 1, seeds)
+out["philox_dynamic"] = trace(lambda s, c: uniform(s, 10, c), seeds, 2**33 + 5, dynamic=True)
 
 unregister("vis::double")
 op = vk.register_double("vis::double", compiler_visible=False, triton_device_types="cpu")
@@ -268,6 +278,15 @@ def test_launcher_without_wrap_triton_is_refused(traced: dict[str, Any]) -> None
     assert traced["bare"]["fw"] == ""
 
 
+def test_shipped_philox_launcher_traces_into_the_kernel(traced: dict[str, Any]) -> None:
+    """The philox launchers' wrap_triton branch (a visible twin of philox_uniform), with a
+    symbolic counter under dynamic shapes (one graph for every counter)."""
+    assert "triton_kernel_wrapper_functional" in traced["philox"]["fw"]
+    assert "vis.uniform" not in traced["philox"]["fw"]
+    dynamic = traced["philox_dynamic"]["fw"]
+    assert "triton_kernel_wrapper_functional" in dynamic and "& 4294967295" in dynamic
+
+
 def test_opaque_again_after_reregistration_or_without_triton(traced: dict[str, Any]) -> None:
     for case in ("reregistered_opaque", "triton_off"):
         code = traced[case]["fw"]
@@ -287,7 +306,9 @@ def _generated_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, str]:
 
     torch._dynamo.reset()
     out, codes = run_and_get_code(torch.compile(fn), *args)
-    return out, "\n".join(codes)
+    # without comments: they name the source ops of each node, decomposed ones included
+    lines = (line for code in codes for line in code.splitlines())
+    return out, "\n".join(line for line in lines if not line.lstrip().startswith("#"))
 
 
 @needs_compiled_cuda
@@ -304,10 +325,10 @@ def test_cuda_generated_code_launches_the_kernels(ns: str, kernels: ModuleType) 
     out, code = _generated_code(model, x, y)
     torch.testing.assert_close(out, model(x, y))
     assert "_double_kernel" in code and "_add_kernel" in code
-    assert f"{ns}.double" not in code and "opreg.fused_add" not in code
+    assert f"torch.ops.{ns}.double" not in code and "torch.ops.opreg.fused_add" not in code
     out, code = _generated_code(lambda t: opaque(t * 2) + 1, x)
     torch.testing.assert_close(out, x * 4 + 1)
-    assert f"{ns}.opaque.default" in code and "_double_kernel" not in code
+    assert f"torch.ops.{ns}.opaque.default" in code and "_double_kernel" not in code
 
 
 @needs_compiled_cuda
@@ -332,3 +353,30 @@ def test_cuda_launcher_without_wrap_triton_is_refused(ns: str, kernels: ModuleTy
     torch._dynamo.reset()
     with pytest.raises(Exception, match=r"compiler_visible=True, but the Triton launcher failed"):
         torch.compile(lambda t: bare(t) + 1)(x)
+
+
+@needs_compiled_cuda
+def test_cuda_visible_philox_twins_match_the_shipped_ops(ns: str) -> None:
+    """philox_uniform / philox_normal registered compiler-visible (the launchers' wrap_triton
+    branch): compiled results are bit-identical to the shipped ops in eager, for several
+    counters (a symbolic counter after the first change)."""
+    from opreg_kernels import philox_normal, philox_uniform
+
+    kernels = "opreg_kernels.ops.philox.triton_kernels"
+    seeds = torch.tensor([0, 1, -1, 2**40 + 7, 2**63 - 1], device="cuda").repeat(50)
+    for shipped, launcher in ((philox_uniform, "launch_uniform"), (philox_normal, "launch_normal")):
+        twin = register_triton_op(
+            shipped.fallback,
+            name=f"{ns}::{launcher}",
+            fake_fn=shipped.fake_fn,
+            triton_fn=f"{kernels}:{launcher}",
+            differentiable=False,
+            compiler_visible=True,
+        )
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda s, c, op=twin: op(s, 37, c) * 2 - 1)
+        for counter in (0, 5, 2**32 - 2, 2**40 + 3):
+            want = shipped(seeds, 37, counter) * 2 - 1
+            assert torch.equal(compiled(seeds, counter), want), (launcher, counter)
+        _, code = _generated_code(lambda s, op=twin: op(s, 37, 0) * 2 - 1, seeds)
+        assert "_philox_" in code and f"torch.ops.{ns}.{launcher}" not in code

@@ -285,7 +285,9 @@ def launch_rows(
 
     No argument checks here (the op launchers do them); ``block``, ``num_warps``,
     ``fast_sincos`` and ``ptx_math`` exist for tuning (see ``benchmarks/bench_kernels.py``);
-    ``ptx_math`` only takes effect where PTX runs (see :func:`_ptx_device`).
+    ``ptx_math`` only takes effect where PTX runs (see :func:`_ptx_device`). Plain tensors
+    (eager) take the fast launch; other tensors (a compiler-visible op traced by
+    ``torch.compile``) the ``torch.library.wrap_triton`` launch.
     """
     if seeds.dim() != 1:
         seeds = seeds.reshape(-1)
@@ -313,18 +315,24 @@ def launch_rows(
     else:
         wide = 4 * (total_calls + block + calls_per_row + 1) >= _INT32_LIMIT
         launch, size, grid = _short_rows, total_calls, (total_calls + block - 1) // block
-    device = seeds.get_device()
     ptx_math = ptx_math and normal and _ptx_device(seeds.device)
+    constexprs = {
+        "NORMAL": normal, "WIDE": wide, "BLOCK": block, "FAST_SINCOS": fast_sincos,
+        "PTX_MATH": ptx_math,
+    }  # fmt: skip
+    if type(seeds) is not torch.Tensor:  # traced for the compiler: the kernel goes into the graph
+        kernel = launch.fn
+        torch.library.wrap_triton(kernel)[(grid,)](
+            seeds, out, n, calls_per_row, size, lo, hi, **constexprs, num_warps=num_warps
+        )
+        return out
+    device = seeds.get_device()
     key = (
         launch is _long_rows, device, seeds.data_ptr() & 15, out.data_ptr() & 15,
         int_spec(n), int_spec(calls_per_row), int_spec(size),
         normal, wide, block, num_warps, fast_sincos, ptx_math,
     )  # fmt: skip
-    launch(
-        key, grid, device, (seeds, out, n, calls_per_row, size, lo, hi), num_warps,
-        {"NORMAL": normal, "WIDE": wide, "BLOCK": block, "FAST_SINCOS": fast_sincos,
-         "PTX_MATH": ptx_math},
-    )  # fmt: skip
+    launch(key, grid, device, (seeds, out, n, calls_per_row, size, lo, hi), num_warps, constexprs)
     return out
 
 
