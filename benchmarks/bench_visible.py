@@ -103,7 +103,7 @@ def _inputs(kind: str, large: bool) -> tuple[Any, ...]:
 
 def _code_summary(code: str, op_names: list[str]) -> Row:
     lines = [line for line in code.splitlines() if not line.lstrip().startswith("#")]
-    calls = [f"torch.ops.{name}" for name in op_names]
+    calls = [f"torch.ops.{name}.default(" for name in op_names]
     return {
         "triton_launches": sum(".run(" in line for line in lines),
         "extern_op_calls": sum(any(call in line for call in calls) for line in lines),
@@ -122,7 +122,10 @@ def _time(fn: Callable[..., Any], inputs: tuple[Any, ...], large: bool) -> float
 def bench(code_dir: Path | None) -> tuple[list[Row], list[Row]]:
     from torch._inductor.utils import run_and_get_code
 
-    op_names = ["opreg.fused_add", "add_opaque", "opreg.philox_uniform", "uniform_visible"]
+    op_names = [
+        "opreg.fused_add", "bench_visible.add_opaque",
+        "opreg.philox_uniform", "bench_visible.uniform_visible",
+    ]  # fmt: skip
     timings: list[Row] = []
     codes: list[Row] = []
     for kind, variants in _ops().items():

@@ -34,7 +34,8 @@ HERE = Path(__file__).parent
 # Runs a package in a fresh process: argv = package, inputs/outputs file, "import" (import
 # aoti_model first) or "block" (refuse every import of opreg), tests/kernels, device.
 _RUN = r"""
-import importlib.abc, json, sys
+import faulthandler, importlib.abc, json, sys
+faulthandler.enable()  # a crash prints the Python stack to stderr
 import torch
 package, io_path, how, here, device = sys.argv[1:6]
 if how == "import":
@@ -48,11 +49,14 @@ else:
             return None
     sys.meta_path.insert(0, NoOpreg())
 io = torch.load(io_path)
+x, y = io["x"].to(device), io["y"].to(device)  # initialises CUDA before the package loads
 try:
     runner = torch._inductor.aoti_load_package(package)
-    out = runner(io["x"].to(device), io["y"].to(device))
+    print("stage: loaded", file=sys.stderr, flush=True)
+    out = runner(x, y)
     out = out[0] if isinstance(out, (list, tuple)) else out
     io["got"] = out.cpu()
+    print("stage: ran", file=sys.stderr, flush=True)
     torch.save(io, io_path)
     error = None
 except Exception as exc:
@@ -60,7 +64,7 @@ except Exception as exc:
 print(json.dumps({
     "error": error,
     "opreg_modules": sorted(m for m in sys.modules if m.startswith("opreg")),
-}))
+}), flush=True)
 """
 
 
@@ -97,8 +101,13 @@ def _run_fresh(package: Path, inputs: tuple[torch.Tensor, ...], how: str) -> dic
         env=env,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"the package process died (rc={proc.returncode}):\n{proc.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    assert proc.returncode == 0, (
+        f"the package process finished (error: {result['error']}) but exited with "
+        f"rc={proc.returncode}:\n{proc.stderr[-4000:]}"
+    )
     if result["error"] is None:
         result["got"] = torch.load(io_path)["got"]
     return result

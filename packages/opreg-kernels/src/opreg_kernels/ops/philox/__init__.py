@@ -9,6 +9,10 @@ outputs, so advancing ``counter`` by 1 skips 4 values. Uniforms are
 ``(u32 >> 8) * 2**-24``; normals are Box-Muller of consecutive uniform pairs.
 Both ops are non-differentiable by declaration, and sharded over seeds on DTensors
 (``sharding="rowwise"``): a sharded call gives the same numbers as the unsharded one.
+They stay opaque to ``torch.compile`` (``compiler_visible=False``): on the H200 a visible twin
+gave the same GPU time and no consistent host-time gain (benchmarks/bench_visible.py), and
+torch's mutation analysis cannot parse the kernels (it then assumes the seeds are written).
+The launchers' ``wrap_triton`` branch lets a user register a visible twin all the same.
 """
 
 from __future__ import annotations
