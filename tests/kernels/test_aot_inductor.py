@@ -169,3 +169,22 @@ def test_cuda_opaque_package_runs_where_the_ops_are_imported(
     torch.testing.assert_close(result["got"], model_module.OpaqueModel()(*inputs).cpu())
     blocked = _run_fresh(package, inputs, "block")
     assert blocked["error"] is not None and "opreg_aoti::" in blocked["error"]
+
+
+class _PlainModel(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x * 2 + y) * 3
+
+
+@needs_compiled_cuda
+def test_cuda_plain_torch_package_runs_in_a_fresh_process(tmp_path: Path) -> None:
+    """The control: a package without any opreg op, through the same fresh-process runner (if
+    this fails too, the runner or this torch build is at fault, not opreg)."""
+    inputs = _inputs("cuda")
+    program = torch.export.export(_PlainModel(), inputs)
+    package = torch._inductor.aoti_compile_and_package(
+        program, package_path=str(tmp_path / "plain.pt2")
+    )
+    result = _run_fresh(Path(package), inputs, "block")
+    assert result["error"] is None, result["error"]
+    torch.testing.assert_close(result["got"], _PlainModel()(*inputs).cpu())
