@@ -25,7 +25,7 @@ import torch
 from torch._dynamo.testing import AotEagerAndRecordGraphs
 
 from opreg_core import unregister
-from opreg_kernels import fused_add, register_triton_op, triton_kernel_info
+from opreg_kernels import TritonKernelError, fused_add, register_triton_op, triton_kernel_info
 from opreg_testing import check_op, interpreter_enabled
 
 HERE = Path(__file__).parent
@@ -113,6 +113,17 @@ def test_interpreted_triton_device_keeps_the_op(
     torch.testing.assert_close(torch.compile(model, backend=recorder)(x), eager, rtol=0, atol=0)
     assert calls[-1] is False and len(calls) >= 2  # the compiled graph ran the launcher too
     assert f"torch.ops.{ns}.double.default" in _graph_code(recorder)
+
+
+def test_launcher_that_does_not_import_is_a_kernel_error(
+    ns: str, kernels: ModuleType, opreg_triton_cpu: Any
+) -> None:
+    """A launcher named by a string still imports on the first launch, and fails as before."""
+    op = kernels.register_double(
+        f"{ns}::double", triton_fn="no_such_module_for_opreg:launch", triton_device_types="cpu"
+    )
+    with pytest.raises(TritonKernelError, match=rf"{ns}::double: the Triton kernel failed"):
+        op(torch.ones(3))
 
 
 @pytest.mark.parametrize("device", ["cpu", "triton-cpu"])

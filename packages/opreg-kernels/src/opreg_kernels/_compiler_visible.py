@@ -53,18 +53,9 @@ def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
 
     A ``"package.module:function"`` launcher is still imported on its first launch; an import
     failure then surfaces from the dispatcher kernel as a ``TritonKernelError``, as before.
+    One Python frame is added to a launch.
     """
-    if not isinstance(launcher, str):
-        return wrap_triton_disabled(launcher)
-    resolved: Callable[..., Any] | None = None
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        nonlocal resolved
-        if resolved is None:
-            resolved = wrap_triton_disabled(resolve_launcher(launcher))
-        return resolved(*args, **kwargs)
-
-    return run
+    return wrap_triton_disabled(lambda: resolve_launcher(launcher))
 
 
 def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

@@ -170,10 +170,15 @@ import torch._library.triton as _torch_triton  # noqa: E402
 _wrap_triton_state = _torch_triton.wrap_triton_enabled
 
 
-def wrap_triton_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run with ``torch.library.wrap_triton``'s dispatch off (it returns the kernel)."""
+def wrap_triton_disabled(resolve: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """A function that runs ``resolve()``'s function (resolved on its first call) with
+    ``torch.library.wrap_triton``'s dispatch off (``wrap_triton`` then returns the kernel)."""
+    fn: Callable[..., Any] | None = None
 
     def run(*args: Any, **kwargs: Any) -> Any:
+        nonlocal fn
+        if fn is None:
+            fn = resolve()
         previous = getattr(_wrap_triton_state, "value", _torch_triton.wrap_triton_enabled_default)
         _wrap_triton_state.value = False
         try:
