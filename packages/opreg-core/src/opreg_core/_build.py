@@ -19,7 +19,7 @@ from ._mutation import make_mutation_kernel
 from ._naming import BATCHED_SUFFIX
 from ._op import VmapOp
 from ._options import OpSpec
-from ._private import OpOverload, entry_point, new_op_object
+from ._private import OpOverload, entry_point, new_op_object, vmap_level_keys
 from ._registrar import Registrar
 
 Overload = OpOverload[..., Any]
@@ -68,6 +68,9 @@ def add_batching(
     for key in spec.dispatch_keys:
         reg.impl(name, kernel, key, "vmap_fn")
     reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
+    # One kernel for every device and no version counter to bump: the vmap rule may call it
+    # without the dispatcher where nothing else needs it (the short path, see _batching).
+    direct = kernel if spec.device_types is None and not spec.signature.mutated else None
     rules = BatchingRules(
         qualname,
         entry_point(main),
@@ -75,6 +78,8 @@ def add_batching(
         spec.out_dims,
         spec.vmap_wrap_inputs,
         spec.max_vmap_level,
+        direct,
+        level_keys=vmap_level_keys() if direct is not None else None,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
@@ -161,7 +166,8 @@ def make_op(
         module=getattr(fn, "__module__", None) or "",
         registrations=tuple(reg.done),
         vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
-        _kernels={},
+        # The batching rules read the same dict (a device kernel turns their short path off).
+        _kernels=rules.kernels if rules is not None else {},
         _libs=[reg.lib],
         extensions={},
         __doc__=getattr(fn, "__doc__", None),
