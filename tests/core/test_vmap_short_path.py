@@ -1,10 +1,12 @@
-"""The vmap short path (``vmap_fn`` called by the vmap rule itself, levels folded) gives exactly
-what the dispatcher path gives, and is taken only where nothing needs the dispatcher.
+"""The vmap short paths (the fold: ``vmap_fn`` called by the vmap rule itself for every level
+at once; the twin: the batched op without its autograd kernel at the last level) give exactly
+what the dispatcher path gives, and are taken only where nothing needs the dispatcher.
 
-Every case runs twice, with ``opreg_core._batching.short_path_enabled`` on and off, and compares
-the outputs (and gradients); ``vmap_fn`` records whether it was reached by the short path, so a
-case that should take it proves it did, and one that must not (grad, modes, subclasses, device
-kernels, fake tensors) proves it did not.
+Every case runs twice, with both switched off (``opreg_core._batching.short_path_enabled`` and
+``nograd_op_enabled``) and on, and compares the outputs (and gradients) and the dispatch state
+``vmap_fn`` ran in; ``vmap_fn`` records which path reached it, so a case that should take a
+short path proves it did, and one that must not (grad, modes, subclasses, device kernels, fake
+tensors) proves it did not.
 """
 
 from __future__ import annotations
@@ -24,31 +26,34 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import opreg_core._batching as batching
 from opreg_core import register_vmap_op
 
-#: Frames through which the short path calls ``vmap_fn`` (no dispatcher in between).
-_SHORT_FRAMES = {"_front_and_call", "_fold_and_call", "_prepare_and_call"}
+FOLD, TWIN, FULL = "fold", "twin", "full"
 
 
-def _caller_is_short_path() -> bool:
+def _path() -> str:
+    """How ``vmap_fn`` (two frames up) was reached: by the fold (no dispatcher), by the rule
+    that dispatched the batched op's twin without an autograd kernel, or by the batched op."""
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_name
-        if name in _SHORT_FRAMES:
-            return True
+        if name == "_fold_and_call":
+            return FOLD
         if name in {"op_rule", "batched_rule"}:
-            return False
+            rules = frame.f_locals["self"]
+            op = frame.f_locals.get("op")
+            return TWIN if op is not None and op is rules.nograd_op else FULL
         frame = frame.f_back
-    return False
+    return FULL  # not under a vmap rule (the per-sample loop): a plain call of the batched op
 
 
 class Recorder:
     """Which path each ``vmap_fn`` call came from, and the dispatch state it ran in."""
 
     def __init__(self) -> None:
-        self.short: list[bool] = []
+        self.short: list[str] = []
         self.state: list[tuple[bool, Any, Any]] = []
 
     def note(self) -> None:
-        self.short.append(_caller_is_short_path())
+        self.short.append(_path())
         self.state.append(
             (
                 torch._C._are_functorch_transforms_active(),
@@ -66,26 +71,27 @@ def rec() -> Recorder:
 @pytest.fixture
 def short_path() -> Iterator[Callable[[bool], None]]:
     """``short_path(on)`` switches the short path; restored after the test."""
-    saved = batching.short_path_enabled
+    saved = batching.short_path_enabled, batching.nograd_op_enabled
 
     def switch(on: bool) -> None:
-        batching.short_path_enabled = on
+        batching.short_path_enabled = batching.nograd_op_enabled = on
 
     yield switch
-    batching.short_path_enabled = saved
+    batching.short_path_enabled, batching.nograd_op_enabled = saved
 
 
 def both(
     short_path: Callable[[bool], None], rec: Recorder, run: Callable[[], Any]
-) -> tuple[Any, list[bool]]:
-    """``run()`` with the short path off, then on; asserts equal results (exactly), returns
-    the short-path run's result and which of its ``vmap_fn`` calls took the short path."""
+) -> tuple[Any, list[str]]:
+    """``run()`` with the short paths off, then on; asserts equal results (exactly) and equal
+    dispatch states in ``vmap_fn``; returns the second run's result and the path of each of
+    its ``vmap_fn`` calls."""
     short_path(False)
     rec.short.clear()
     rec.state.clear()
     torch.manual_seed(0)
     expected = run()
-    assert not any(rec.short), "the switch must turn the short path off"
+    assert set(rec.short) <= {FULL}, "the switches must turn the short paths off"
     states = list(rec.state)
     short_path(True)
     rec.short.clear()
@@ -163,7 +169,7 @@ def test_same_results_at_every_depth_and_in_dims(
     y = _batched((5, 3), depth, y_dim) if y_dim is not None else torch.randn(5, 3)
     f = _nest(op, depth, (x_dim, y_dim))
     out, taken = both(short_path, rec, lambda: f(x, y))
-    assert taken == [True]
+    assert taken == [TWIN if depth == 1 else FOLD]
     plain = _nest(torch.add, depth, (x_dim, y_dim))(x, y)
     torch.testing.assert_close(out, plain)
 
@@ -223,7 +229,7 @@ def test_kwargs(ns: str, rec: Recorder, short_path: Any, depth: int) -> None:
     for _ in range(depth):
         f = vmap(f)
     out, taken = both(short_path, rec, lambda: f(x, y))
-    assert taken == [True]  # directly at the last level (kwargs are not folded)
+    assert taken == [TWIN]  # kwargs are not folded: each level dispatches
     torch.testing.assert_close(out, x * y)
 
 
@@ -247,7 +253,7 @@ def test_list_arguments(ns: str, rec: Recorder, short_path: Any, depth: int) -> 
     for _ in range(depth):
         f = vmap(f)
     out, taken = both(short_path, rec, lambda: f(a, b))
-    assert taken == [True]
+    assert taken == [TWIN]  # lists are not folded: each level dispatches
     torch.testing.assert_close(out, a + b * y)
 
 
@@ -268,7 +274,7 @@ def test_out_dims_tuple(ns: str, rec: Recorder, short_path: Any, depth: int) -> 
     )
     x = torch.randn(*(2,) * depth, 3)
     out, taken = both(short_path, rec, lambda: _nest(op, depth, (0,))(x))
-    assert taken == [True]
+    assert taken == [TWIN]  # two outputs are not folded
     torch.testing.assert_close(out[0], x * 2)
     torch.testing.assert_close(out[1], x + 1)
 
@@ -293,7 +299,7 @@ def test_randomness(ns: str, rec: Recorder, short_path: Any, randomness: str, de
     x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
     f = _nest(op, depth, (0, None), randomness=randomness)
     _, taken = both(short_path, rec, lambda: f(x, y))
-    assert taken == [True]
+    assert taken == [TWIN if depth == 1 else FOLD]
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
@@ -311,18 +317,18 @@ def test_inputs_that_require_grad_take_the_dispatcher_path(
         return out.detach(), x.grad, y.grad
 
     _, taken = both(short_path, rec, run)
-    assert taken == [False]
-    # Under torch.func.grad inside vmap the stack holds a grad level: the dispatcher decides.
+    assert taken == [FULL]
     # vmap(grad(op)): the grad level lowers the call to the vmap levels with its own wrappers
     # removed (nothing requires grad there), so the short path may run below them.
     x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
     g = grad(lambda a, b: op(a, b).sum(), argnums=1)
-    out, _ = both(short_path, rec, lambda: _nest(g, depth, (0, None))(x, y))
+    out, taken = both(short_path, rec, lambda: _nest(g, depth, (0, None))(x, y))
+    assert taken == [TWIN if depth == 1 else FOLD]
     torch.testing.assert_close(out, torch.full((*(2,) * depth, 3), 1.0))
     # grad(vmap(op)): a grad level below the vmap levels: the dispatcher decides.
     f = grad(lambda a, b: _nest(op, depth, (0, None))(a, b).sum(), argnums=1)
     out, taken = both(short_path, rec, lambda: f(x, y))
-    assert not any(taken)
+    assert taken == [FULL]
     torch.testing.assert_close(out, torch.full((3,), float(2**depth)))
 
 
@@ -331,11 +337,11 @@ def test_no_grad_and_inference_mode(ns: str, rec: Recorder, short_path: Any) -> 
     x, y = torch.randn(2, 3, requires_grad=True), torch.randn(3)
     with torch.no_grad():
         _, taken = both(short_path, rec, lambda: vmap(op, in_dims=(0, None))(x, y))
-    assert taken == [True]  # no graph is recorded: requires_grad does not matter
+    assert taken == [TWIN]  # no graph is recorded: requires_grad does not matter
     with torch.inference_mode():
         xi, yi = torch.randn(2, 2, 3), torch.randn(3)
         _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(xi, yi))
-    assert taken == [False]
+    assert taken == [FULL]
 
 
 def test_torch_compile(ns: str, rec: Recorder, short_path: Any) -> None:
@@ -370,7 +376,7 @@ def test_dispatch_mode_sees_the_batched_op(ns: str, rec: Recorder, short_path: A
         return out
 
     _, taken = both(short_path, rec, run)
-    assert taken == [False]
+    assert taken == [FULL]
     assert any("add_vmap" in name or "add_batched" in name for name in seen) or any(
         name.startswith(f"{ns}.") for name in seen
     ), seen
@@ -404,7 +410,7 @@ def test_tensor_subclass_takes_the_dispatcher_path(ns: str, rec: Recorder, short
         out, taken = both(
             short_path, rec, lambda xd=xd, depth=depth: _nest(op, depth, (0, None))(xd, y)
         )
-        assert taken == [False]
+        assert taken == [FULL]
         torch.testing.assert_close(out.as_subclass(torch.Tensor), xd.as_subclass(torch.Tensor) + y)
 
 
@@ -422,14 +428,14 @@ def test_a_device_kernel_takes_the_dispatcher_path(ns: str, rec: Recorder, short
     assert taken == [] and calls == [(6, 4), (6, 4)]
     handle.remove()
     _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
-    assert taken == [True]
+    assert taken == [FOLD]
 
 
 def test_device_types_ops_take_the_dispatcher_path(ns: str, rec: Recorder, short_path: Any) -> None:
     op = _add_op(ns, rec, device_types=("cpu",))
     x, y = torch.randn(2, 3, 4), torch.randn(4)
     _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
-    assert taken == [False]
+    assert taken == [TWIN]  # a twin on the same device keys; no fold
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
@@ -438,10 +444,9 @@ def test_max_vmap_level(ns: str, rec: Recorder, short_path: Any, depth: int) -> 
     x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
     out, taken = both(short_path, rec, lambda: _nest(op, depth, (0, None))(x, y))
     torch.testing.assert_close(out, x + y)
-    # Within the cap the last level calls vmap_fn directly (no fold: the cap counts levels);
-    # past it, the outermost level loops per sample and calls the batched op below every
-    # level, through the dispatcher.
-    assert taken == ([True] if depth <= 2 else [False, False])
+    # Within the cap the last level calls the twin (no fold: the cap counts levels); past it,
+    # the outermost level loops per sample and calls the batched op below every level.
+    assert taken == ([TWIN] if depth <= 2 else [FULL, FULL])
     assert op.vmap_stats.loop == (2 if depth == 3 else 0)  # one per run, both paths
 
 

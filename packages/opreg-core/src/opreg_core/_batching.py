@@ -14,16 +14,22 @@ So any nesting depth runs the user's ``vmap_fn`` once, on the product of the bat
 PyTorch's per-sample fallback never runs (unless ``max_vmap_level`` caps the depth: levels past
 the cap are computed by a per-sample loop, as PyTorch's fallback would).
 
-Short path (same results, fewer Python crossings): where nothing below the levels needs the
-dispatcher (every functorch level is a vmap level; no input needs a gradient; no forward-mode
-AD, inference mode, dispatch or function mode, tensor subclass, meta tensor, jit tracing or
-``register_kernel`` kernel is in play; the op has one ``vmap_fn`` for every device and mutates
-nothing), the op's rule unwraps every level at once and calls ``vmap_fn`` itself, once, on the
-folded batch, with the levels popped and the dispatch state functorch would give the batched op
-below them (``_fold_levels``; at one level ``_front_and_call``); the batched op's rule calls
-``vmap_fn`` directly at the last level (``_below``). Any unmet precondition takes the
-dispatcher path described above. ``OPREG_VMAP_SHORT_PATH=0`` in the environment (or
-:data:`short_path_enabled` set to False) turns it off, for tests and benchmarks.
+Two short paths, same results with fewer Python kernel crossings (each measured alone in
+``benchmarks/profile_vmap.py``), taken only where their preconditions hold, else the path above:
+
+- The fold (several vmap levels): where every functorch level is a vmap level and nothing
+  below them needs the dispatcher (no input needs a gradient; no forward-mode AD, inference
+  mode, dispatch or function mode, tensor subclass, meta tensor, jit tracing or
+  ``register_kernel`` kernel; one ``vmap_fn`` for every device; nothing mutated; one output,
+  default input wrapping, no ``max_vmap_level``), the op's rule unwraps every level at once
+  and calls ``vmap_fn`` itself, once, on the folded batch, with the levels popped and the
+  dispatch state that functorch gives an operation below them (``_fold_levels``).
+  ``OPREG_VMAP_SHORT_PATH=0`` (or :data:`short_path_enabled` = False) turns it off.
+- The last level (the only functorch level left) calls a twin of the batched op without an
+  autograd kernel where that kernel would only redispatch (no input needs a gradient, no
+  forward-mode AD, mode, subclass or device kernel): the dispatcher pops the level exactly as
+  before, one Python crossing fewer (``_last_level_op``). ``OPREG_VMAP_NOGRAD_OP=0`` (or
+  :data:`nograd_op_enabled` = False) turns it off.
 
 Calls made while ``FuncTorchBatched`` is excluded go down to the next vmap level (functorch's
 dynamic-layer keys pop the level), the same lowering that ``torch.library.register_vmap`` uses.
@@ -66,6 +72,8 @@ _RANDOMNESS = {
 #: Whether the short path may be taken at all (see the module docstring); tests and benchmarks
 #: switch it to compare both paths.
 short_path_enabled: bool = os.environ.get("OPREG_VMAP_SHORT_PATH", "1") != "0"
+#: Whether the last vmap level may call the batched op's twin without an autograd kernel.
+nograd_op_enabled: bool = os.environ.get("OPREG_VMAP_NOGRAD_OP", "1") != "0"
 
 InDim = int | None | list[int | None]
 OutDims = tuple[int | None, ...]
@@ -210,6 +218,7 @@ class BatchingRules:
         direct: Callable[..., Any] | None = None,
         kernels: dict[Any, Any] | None = None,
         level_keys: VmapLevelKeys | None = None,
+        nograd_op: Callable[..., Any] | None = None,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -220,9 +229,11 @@ class BatchingRules:
         self.stats = VmapStats()
         self.single_tensor = len(out_dims) == 1
         self._depth = threading.local()
-        #: The batched op's only kernel (the registered ``vmap_fn``), which the short path calls
-        #: without the dispatcher; None: always dispatch.
+        #: The batched op's only kernel (the registered ``vmap_fn``), which the fold of every
+        #: level calls without the dispatcher; None: always dispatch.
         self.direct = direct if level_keys is not None else None
+        #: The batched op's twin without an autograd kernel (see ``_last_level_op``), or None.
+        self.nograd_op = nograd_op
         #: What a vmap level adds to the dispatch state (to restore the state below it).
         self.level_keys = level_keys
         #: The op's ``register_kernel`` kernels: while there is any, always dispatch.
@@ -230,65 +241,39 @@ class BatchingRules:
         #: The fold of every level applies: one output, default input wrapping, no depth cap.
         self.plain = self.single_tensor and wrap_inputs is None and max_level is None
 
-    # -- short path ---------------------------------------------------------------------------
-    def _state_below(self) -> tuple[Any, Any] | None:
-        """The dispatch state below the vmap levels if the short path may run in it: no device
-        kernel, mode, forward-mode AD, inference mode or jit tracing in play; else None."""
-        if (
-            not short_path_enabled
-            or self.kernels
+    # -- short paths ---------------------------------------------------------------------------
+    def _nothing_else_in_play(self) -> bool:
+        """No device kernel, dispatch or function mode, forward-mode AD, inference mode or jit
+        tracing: nothing that must see the batched op, or its autograd kernel, dispatched."""
+        return not (
+            self.kernels
             or dispatch_modes_active()
             or function_modes_active()
             or forward_ad_level_open()
             or torch.is_inference_mode_enabled()
             or jit_tracing()
+        )
+
+    def _last_level_op(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
+        """The operator that the last vmap level calls: the batched op, or its twin without an
+        autograd kernel where that kernel would only redispatch (the only functorch level is
+        this vmap level, no input needs a gradient, nothing else is in play, every tensor is a
+        plain one); the dispatcher still pops the level and restores the caller's state."""
+        if (
+            self.nograd_op is None
+            or not nograd_op_enabled
+            or dynamic_layer_depth() != 1
+            or not self._nothing_else_in_play()
         ):
-            return None
-        assert self.level_keys is not None  # self.direct is None without it
-        return self.level_keys.state_below()
-
-    def _direct_state(
-        self, values: Sequence[Any], kw: dict[str, tuple[Any, InDim]]
-    ) -> tuple[Any, Any] | None:
-        """The dispatch state for calling ``vmap_fn`` directly at the last vmap level (see
-        ``_below``), or None where the dispatcher must run.
-
-        Direct when the current vmap level is the only functorch level, ``_state_below``
-        allows it, and every unwrapped tensor is a plain non-meta tensor that needs no
-        gradient: the dispatcher would then only pop the level, run the batched op's autograd
-        kernel (which just redispatches) and reach ``vmap_fn``, two Python crossings saved."""
-        if self.direct is None or dynamic_layer_depth() != 1:
-            return None
-        below = self._state_below()
-        if below is None:
-            return None
+            return self.batched_op
         grad = torch.is_grad_enabled()
-        for value in (*values, *(v for v, _ in kw.values())) if kw else values:
+        for value in (*args, *kwargs.values()) if kwargs else args:
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if isinstance(t, torch.Tensor) and (
-                    type(t) is not torch.Tensor or t.is_meta or (grad and t.requires_grad)
+                    type(t) is not torch.Tensor or (grad and t.requires_grad)
                 ):
-                    return None
-        return below
-
-    def _below(
-        self, below: tuple[Any, Any] | None, prepare: Callable[..., Any], *inputs: Any
-    ) -> Any:
-        """``prepare(*inputs)`` gives the batched op's (args, kwargs, extra); call the batched
-        op on them one vmap level down and return (its output, extra).
-
-        ``below`` (from ``_direct_state``): preparing and ``vmap_fn`` run with the level
-        popped, in that dispatch state, without the dispatcher; None: the batched op is
-        dispatched."""
-        if below is not None:
-            return call_below_vmap_levels(1, below, self._prepare_and_call, prepare, *inputs)
-        args, kwargs, extra = prepare(*inputs)
-        return call_one_level_down(self.batched_op, args, kwargs), extra
-
-    def _prepare_and_call(self, prepare: Callable[..., Any], *inputs: Any) -> Any:
-        args, kwargs, extra = prepare(*inputs)
-        assert self.direct is not None  # _direct_state checked it
-        return self.direct(*args, **kwargs), extra
+                    return self.batched_op
+        return self.nograd_op
 
     # -- outputs ------------------------------------------------------------------------------
     def _check_outputs(self, out: Any, expected: int) -> tuple[Any, ...]:
@@ -348,30 +333,18 @@ class BatchingRules:
         values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
-        if self.plain and not kw and self.direct is not None:
-            if dynamic_layer_depth() != 1:
-                folded = self._fold_levels(args, level)
-                if folded is not None:
-                    return folded
-            else:
-                below = self._direct_state(values, kw)
-                if below is not None:
-                    self.stats.fast += 1
-                    out = call_below_vmap_levels(
-                        1, below, self._front_and_call, values, in_dims, batch
-                    )
-                    return self._wrap_one_level(out, level, batch)
-        info = None
-        if self.wrap_inputs is not None:
-            interpreter = CVmapInterpreterPtr(peek_interpreter_stack())
-            info = VmapInfo(batch, _RANDOMNESS[interpreter.randomness()])
-        below = self._direct_state(values, kw)
+        if self.plain and not kw and self.direct is not None and dynamic_layer_depth() != 1:
+            folded = self._fold_levels(args, level)
+            if folded is not None:
+                return folded
+        new_args, new_kwargs = self._front_all(values, in_dims, kw, batch)
+        op = self._last_level_op(new_args, new_kwargs)
         if self.max_level is None:
-            out, _ = self._below(below, self._front_all, values, in_dims, kw, batch, info)
+            out = call_one_level_down(op, new_args, new_kwargs)
         else:
             previous = self._enter(1)
             try:
-                out, _ = self._below(below, self._front_all, values, in_dims, kw, batch, info)
+                out = call_one_level_down(op, new_args, new_kwargs)
             finally:
                 self._depth.value = previous
         return self._wrap_one_level(out, level, batch)
@@ -385,24 +358,19 @@ class BatchingRules:
         outs = self._check_outputs(out, batch)
         return self._rewrap(outs, lambda t, d: _add_batch_dim(t, d, level))
 
-    def _front_and_call(self, values: list[Any], in_dims: list[InDim], batch: int) -> Any:
-        """``vmap_fn`` on the only level's positional arguments, batch dims moved to 0."""
-        args = [
-            v if d == 0 else _front_value(v, d, batch) for v, d in zip(values, in_dims, strict=True)
-        ]
-        assert self.direct is not None  # op_rule checked it
-        return self.direct(*args)
-
     def _fold_levels(self, args: tuple[Any, ...], level: int) -> Any:
         """The short path of the innermost level under further vmap levels: when every
-        functorch level is a vmap level and ``_state_below`` allows it, unwrap every level at
+        functorch level is a vmap level and nothing else is in play, unwrap every level at
         once, run ``vmap_fn`` on their folded batch (outermost first, as ``batched_rule``
         folds them) with the levels popped, and wrap the output back into every level. None
         where it does not apply (the caller dispatches)."""
+        if not short_path_enabled or not self._nothing_else_in_play():
+            return None
         levels = vmap_levels()
         if levels is None or levels[-1] != level:
             return None
-        below = self._state_below()
+        assert self.level_keys is not None  # self.direct is None without it
+        below = self.level_keys.state_below()
         if below is None:
             return None
         grad = torch.is_grad_enabled()
@@ -483,21 +451,18 @@ class BatchingRules:
         return out, None
 
     def _front_all(
-        self,
-        values: list[Any],
-        in_dims: list[InDim],
-        kw: dict[str, tuple[Any, InDim]],
-        batch: int,
-        info: VmapInfo | None,
-    ) -> tuple[Sequence[Any], dict[str, Any], None]:
-        """The batched op's arguments at the innermost level: batch dims moved to 0."""
+        self, values: list[Any], in_dims: list[InDim], kw: dict[str, tuple[Any, InDim]], batch: int
+    ) -> tuple[Sequence[Any], dict[str, Any]]:
+        """The batched op's arguments at the innermost level: batch dims moved to 0 (or as
+        ``vmap_wrap_inputs`` puts them)."""
         new_kwargs = {k: _front_value(v, d, batch) for k, (v, d) in kw.items()}
-        if info is None:
+        if self.wrap_inputs is None:
             new_args: Sequence[Any] = [
                 _front_value(v, d, batch) for v, d in zip(values, in_dims, strict=True)
             ]
         else:
-            assert self.wrap_inputs is not None
+            interpreter = CVmapInterpreterPtr(peek_interpreter_stack())
+            info = VmapInfo(batch, _RANDOMNESS[interpreter.randomness()])
             new_args = self.wrap_inputs(info, tuple(in_dims), *values)
             if not isinstance(new_args, (tuple, list)):
                 raise TypeError(
@@ -505,7 +470,7 @@ class BatchingRules:
                     f"got {type(new_args).__name__}"
                 )
         self.stats.fast += 1
-        return new_args, new_kwargs, None
+        return new_args, new_kwargs
 
     def batched_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the batched op on ``FuncTorchBatched``: every vmap level past the first."""
@@ -516,10 +481,11 @@ class BatchingRules:
         depth = getattr(self._depth, "value", 0) + 1
         if self.max_level is not None and depth > self.max_level:
             return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
-        below = self._direct_state(values, kw)
+        new_args, new_kwargs, inner = self._flatten_all(values, dims, kw, batch)
+        op = self._last_level_op(new_args, new_kwargs)
         previous = self._enter(depth)
         try:
-            out, inner = self._below(below, self._flatten_all, values, dims, kw, batch)
+            out = call_one_level_down(op, new_args, new_kwargs)
         finally:
             self._depth.value = previous
         outs = self._check_outputs(out, batch * inner)

@@ -16,7 +16,7 @@ from ._autograd import (
 from ._batching import BatchingRules, VmapStats
 from ._kernels import as_registered, checked_arity
 from ._mutation import make_mutation_kernel
-from ._naming import BATCHED_SUFFIX
+from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import VmapOp
 from ._options import OpSpec
 from ._private import OpOverload, entry_point, new_op_object, vmap_level_keys
@@ -80,10 +80,29 @@ def add_batching(
         spec.max_vmap_level,
         direct,
         level_keys=vmap_level_keys() if direct is not None else None,
+        nograd_op=add_nograd_twin(spec, reg, kernel),
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
     return batched, rules
+
+
+def add_nograd_twin(spec: OpSpec, reg: Registrar, kernel: Any) -> Any:
+    """The batched op's twin without an autograd kernel (its ``Autograd`` key falls through):
+    the last vmap level calls it where the batched op's autograd kernel would only redispatch,
+    saving that Python crossing. None where it would save nothing (a non-differentiable op's
+    batched op has no autograd kernel) or needs more (a mutating op's version counters)."""
+    if not spec.differentiable or spec.signature.mutated:
+        return None
+    assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
+    name = spec.opname + NOGRAD_SUFFIX
+    twin = reg.define(name, spec.signature.schema)
+    for key in spec.dispatch_keys:
+        reg.impl(name, kernel, key, "vmap_fn")
+    fake = checked_arity(spec.fake_vmap_fn, spec.qualname, "fake_vmap_fn", spec.num_returns)
+    reg.fake(name, fake, "fake_vmap_fn")
+    reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "no autograd (nothing needs it)")
+    return entry_point(twin)
 
 
 def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:
