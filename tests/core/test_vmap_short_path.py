@@ -63,6 +63,19 @@ class Recorder:
         )
 
 
+@pytest.fixture(
+    params=[
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+        ),
+    ]
+)
+def device(request: pytest.FixtureRequest) -> str:
+    """The device of a test's tensors (CUDA where there is one)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def rec() -> Recorder:
     return Recorder()
@@ -162,11 +175,17 @@ def _batched(shape: tuple[int, ...], depth: int, dim: int | None) -> torch.Tenso
 @pytest.mark.parametrize("x_dim", [0, 1, -1])
 @pytest.mark.parametrize("y_dim", [None, 0, -2])
 def test_same_results_at_every_depth_and_in_dims(
-    ns: str, rec: Recorder, short_path: Any, depth: int, x_dim: int, y_dim: int | None
+    ns: str,
+    rec: Recorder,
+    short_path: Any,
+    device: str,
+    depth: int,
+    x_dim: int,
+    y_dim: int | None,
 ) -> None:
     op = _add_op(ns, rec)
-    x = _batched((5, 3), depth, x_dim)
-    y = _batched((5, 3), depth, y_dim) if y_dim is not None else torch.randn(5, 3)
+    x = _batched((5, 3), depth, x_dim).to(device)
+    y = (_batched((5, 3), depth, y_dim) if y_dim is not None else torch.randn(5, 3)).to(device)
     f = _nest(op, depth, (x_dim, y_dim))
     out, taken = both(short_path, rec, lambda: f(x, y))
     assert taken == [TWIN if depth == 1 else FOLD]
@@ -176,17 +195,17 @@ def test_same_results_at_every_depth_and_in_dims(
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_vmap_fn_sees_the_same_dispatch_state_on_both_paths(
-    ns: str, rec: Recorder, short_path: Any, depth: int
+    ns: str, rec: Recorder, short_path: Any, device: str, depth: int
 ) -> None:
     """The state below the levels is derived from torch (a probe through the dispatcher); a
     torch release that changes what a vmap level does to it fails here."""
     op = _add_op(ns, rec)
-    x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
+    x, y = torch.randn(*(2,) * depth, 3, device=device), torch.randn(3, device=device)
     f = _nest(op, depth, (0, None))
     both(short_path, rec, lambda: f(x, y))
     ((active, _, excluded),) = rec.state
     assert not active
-    for key in ("AutogradCPU", "ADInplaceOrView", "Conjugate", "Functionalize"):
+    for key in ("AutogradCPU", "AutogradCUDA", "ADInplaceOrView", "Conjugate", "Functionalize"):
         assert not excluded.has(getattr(torch._C.DispatchKey, key)), key
 
 
@@ -304,13 +323,13 @@ def test_randomness(ns: str, rec: Recorder, short_path: Any, randomness: str, de
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_inputs_that_require_grad_take_the_dispatcher_path(
-    ns: str, rec: Recorder, short_path: Any, depth: int
+    ns: str, rec: Recorder, short_path: Any, device: str, depth: int
 ) -> None:
     op = _add_op(ns, rec)
 
     def run() -> tuple[torch.Tensor, ...]:
-        x = torch.ones(*(2,) * depth, 3, requires_grad=True)
-        y = torch.ones(3, requires_grad=True)
+        x = torch.ones(*(2,) * depth, 3, requires_grad=True, device=device)
+        y = torch.ones(3, requires_grad=True, device=device)
         out = _nest(op, depth, (0, None))(x, y)
         out.sum().backward()
         assert x.grad is not None and y.grad is not None
@@ -320,16 +339,16 @@ def test_inputs_that_require_grad_take_the_dispatcher_path(
     assert taken == [FULL]
     # vmap(grad(op)): the grad level lowers the call to the vmap levels with its own wrappers
     # removed (nothing requires grad there), so the short path may run below them.
-    x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
+    x, y = torch.randn(*(2,) * depth, 3, device=device), torch.randn(3, device=device)
     g = grad(lambda a, b: op(a, b).sum(), argnums=1)
     out, taken = both(short_path, rec, lambda: _nest(g, depth, (0, None))(x, y))
     assert taken == [TWIN if depth == 1 else FOLD]
-    torch.testing.assert_close(out, torch.full((*(2,) * depth, 3), 1.0))
+    torch.testing.assert_close(out, torch.full((*(2,) * depth, 3), 1.0, device=device))
     # grad(vmap(op)): a grad level below the vmap levels: the dispatcher decides.
     f = grad(lambda a, b: _nest(op, depth, (0, None))(a, b).sum(), argnums=1)
     out, taken = both(short_path, rec, lambda: f(x, y))
     assert taken == [FULL]
-    torch.testing.assert_close(out, torch.full((3,), float(2**depth)))
+    torch.testing.assert_close(out, torch.full((3,), float(2**depth), device=device))
 
 
 def test_no_grad_and_inference_mode(ns: str, rec: Recorder, short_path: Any) -> None:
@@ -344,17 +363,19 @@ def test_no_grad_and_inference_mode(ns: str, rec: Recorder, short_path: Any) -> 
     assert taken == [FULL]
 
 
-def test_torch_compile(ns: str, rec: Recorder, short_path: Any) -> None:
+def test_torch_compile(ns: str, rec: Recorder, short_path: Any, device: str) -> None:
     op = _add_op(ns, rec)
-    x, y = torch.randn(2, 3, 4), torch.randn(4)
+    x, y = torch.randn(2, 3, 4, device=device), torch.randn(4, device=device)
 
     def run() -> torch.Tensor:
         torch.compiler.reset()
         f = torch.compile(_nest(op, 2, (0, None)), backend="aot_eager", fullgraph=True)
         return f(x, y)
 
-    out, _ = both(short_path, rec, run)
+    out, taken = both(short_path, rec, run)
     torch.testing.assert_close(out, x + y)
+    # Traced under fake tensors and modes: the graph holds the batched op; no short path.
+    assert taken == [FULL]
 
 
 def test_dispatch_mode_sees_the_batched_op(ns: str, rec: Recorder, short_path: Any) -> None:
@@ -414,16 +435,18 @@ def test_tensor_subclass_takes_the_dispatcher_path(ns: str, rec: Recorder, short
         torch.testing.assert_close(out.as_subclass(torch.Tensor), xd.as_subclass(torch.Tensor) + y)
 
 
-def test_a_device_kernel_takes_the_dispatcher_path(ns: str, rec: Recorder, short_path: Any) -> None:
+def test_a_device_kernel_takes_the_dispatcher_path(
+    ns: str, rec: Recorder, short_path: Any, device: str
+) -> None:
     op = _add_op(ns, rec)
     calls: list[tuple[int, ...]] = []
 
-    def cpu_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def device_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         calls.append(tuple(x.shape))
         return x + y
 
-    x, y = torch.randn(2, 3, 4), torch.randn(4)
-    handle = op.register_kernel("cpu", cpu_kernel, batched=True)
+    x, y = torch.randn(2, 3, 4, device=device), torch.randn(4, device=device)
+    handle = op.register_kernel(device, device_kernel, batched=True)
     _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
     assert taken == [] and calls == [(6, 4), (6, 4)]
     handle.remove()
@@ -431,9 +454,11 @@ def test_a_device_kernel_takes_the_dispatcher_path(ns: str, rec: Recorder, short
     assert taken == [FOLD]
 
 
-def test_device_types_ops_take_the_dispatcher_path(ns: str, rec: Recorder, short_path: Any) -> None:
-    op = _add_op(ns, rec, device_types=("cpu",))
-    x, y = torch.randn(2, 3, 4), torch.randn(4)
+def test_device_types_ops_take_the_dispatcher_path(
+    ns: str, rec: Recorder, short_path: Any, device: str
+) -> None:
+    op = _add_op(ns, rec, device_types=(device,))
+    x, y = torch.randn(2, 3, 4, device=device), torch.randn(4, device=device)
     _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
     assert taken == [TWIN]  # a twin on the same device keys; no fold
 
@@ -478,3 +503,12 @@ def test_the_environment_variable_turns_the_short_path_off() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_the_twins_name_is_reserved(ns: str) -> None:
+    with pytest.raises(ValueError, match="__opreg_batched_nograd"):
+        register_vmap_op(
+            lambda x: x,
+            fake_fn=lambda x: torch.empty_like(x),
+            name=f"{ns}::f__opreg_batched_nograd",
+        )
