@@ -512,3 +512,31 @@ def test_the_twins_name_is_reserved(ns: str) -> None:
             fake_fn=lambda x: torch.empty_like(x),
             name=f"{ns}::f__opreg_batched_nograd",
         )
+
+
+def test_nested_vmap_inside_a_functions_generated_vmap_rule(
+    ns: str, rec: Recorder, short_path: Any
+) -> None:
+    """An autograd.Function's generated vmap rule runs its forward below the outer level (as
+    ``interpreter.lower()``); a nested vmap of the op there folds with the same state."""
+    op = _add_op(ns, rec)
+
+    class Twice(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x: torch.Tensor, y: torch.Tensor) -> Any:
+            return _nest(op, 2, (0, None))(x, y)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+            pass
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> Any:
+            return g, None
+
+    x, y = torch.randn(3, 2, 2, 4), torch.randn(4)
+    out, taken = both(short_path, rec, lambda: vmap(Twice.apply, in_dims=(0, None))(x, y))
+    assert taken == [FOLD]
+    torch.testing.assert_close(out, x + y)
