@@ -1,5 +1,9 @@
-"""The innermost vmap level calls ``vmap_fn`` without the dispatcher where nothing needs it;
-``vmap_fn`` must then see exactly what the dispatcher would have given it."""
+"""``vmap_fn`` called without the dispatcher (the fold of every vmap level into one call) or
+through the batched op's twin without autograd kernel (one level) must see exactly what the
+dispatcher would have given it: no functorch level, the caller's dispatch state, resolved
+conjugate views, gradients where inputs need them, device kernels and modes respected.
+(Ported from the first version of the short path; ``test_vmap_short_path.py`` compares both
+paths case by case.)"""
 
 from __future__ import annotations
 
