@@ -2,7 +2,9 @@
 
 Every opreg op with a ``vmap_fn`` gets ONE companion operator, the *batched op*, with the op's
 signature and the meaning "every tensor argument has a leading batch dimension". Its
-implementation is the user's ``vmap_fn``.
+implementation is the user's ``vmap_fn``. (A differentiable op that mutates nothing also gets
+the batched op's twin without an autograd kernel, a short path described below; it has no
+batching rule, being called only below the last vmap level.)
 
 - The op's rule (innermost vmap level) unwraps the level's batch dims, moves them to dim 0
   (arguments unbatched at that level are expanded, without a copy), calls the batched op and
