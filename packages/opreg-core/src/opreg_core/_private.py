@@ -285,15 +285,18 @@ def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any
         _tls_set_vmap_excluded(False)
 
 
-# -- vmap short path ---------------------------------------------------------------------------
-# Why: where nothing below the vmap levels needs the dispatcher, opreg's vmap rule calls
-# ``vmap_fn`` itself instead of dispatching the batched op (which costs two more Python kernel
-# crossings: the batched op's autograd kernel and ``vmap_fn`` as a kernel). It must then do by
-# hand what functorch does for an operation sent below a level: pop the levels
-# (``pop_dynamic_layer_stack``) and give ``vmap_fn`` the dispatch state below them
-# (``_ForceDispatchKeyGuard``). Which keys a vmap level adds to that state is not hard-coded:
-# :func:`vmap_level_keys` measures it once through the dispatcher (a probe operator, the real
-# path). The preconditions read the interpreter stack and the mode stacks.
+# -- vmap short paths ---------------------------------------------------------------------------
+# Why: where nothing below the vmap levels needs the dispatcher, opreg's vmap rule folds two or
+# more vmap levels into one call of ``vmap_fn`` that it makes itself, instead of dispatching the
+# batched op through each level (a Python rule and a trip through functorch per level, plus the
+# batched op's autograd kernel and ``vmap_fn`` as a kernel). It must then do by hand what
+# functorch does for an operation sent below the levels: pop them (``pop_dynamic_layer_stack``)
+# and give ``vmap_fn`` the dispatch state below them (``_ForceDispatchKeyGuard``, key sets
+# through their raw representation). Which keys a vmap level adds to that state is not
+# hard-coded: :func:`vmap_level_keys` measures it once through the dispatcher (a probe
+# operator, the real path). The preconditions of both short paths (this fold, and the batched
+# op's twin without an autograd kernel at the last level, which needs no internal of its own)
+# read the interpreter stack, the mode stacks and jit tracing.
 # Public replacement: a ``torch.library`` batching-rule API for nested levels with a
 # "call below every level" helper (``torch._functorch.pyfunctorch``'s ``interpreter.lower()``
 # is the Python counterpart for higher-order operators, but it leaves the dispatch state alone,
