@@ -540,3 +540,22 @@ def test_nested_vmap_inside_a_functions_generated_vmap_rule(
     out, taken = both(short_path, rec, lambda: vmap(Twice.apply, in_dims=(0, None))(x, y))
     assert taken == [FOLD]
     torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.parametrize("probe", ["failed", "other keys"])
+def test_without_trustworthy_level_keys_there_is_no_fold(
+    ns: str, rec: Recorder, short_path: Any, monkeypatch: pytest.MonkeyPatch, probe: str
+) -> None:
+    """The probe failed (no keys: the fold is off for ops registered then), or the state at a
+    level lacks keys the probe saw (``state_below`` refuses): the dispatcher path runs."""
+    import opreg_core._private as private
+
+    keys = private.vmap_level_keys()
+    assert keys is not None
+    stale = private.VmapLevelKeys(keys.included, keys.excluded | 1 << 62)
+    monkeypatch.setattr(private, "_LEVEL_KEYS", [None if probe == "failed" else stale])
+    op = _add_op(ns, rec)
+    x, y = torch.randn(2, 3, 4), torch.randn(4)
+    out, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
+    assert taken == [TWIN]  # the last level still skips the autograd kernel
+    torch.testing.assert_close(out, x + y)
