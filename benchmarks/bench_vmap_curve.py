@@ -8,10 +8,14 @@ near-equal size (4096 at depth 3 is 16 x 16 x 16); the second argument is shared
 
 For each (depth, samples) the contenders are timed interleaved, block by block, each block
 lasting about ``--block-ms``; the median block is kept, with the quartiles, and each median is
-divided by the plain vmap's. One thread. Run::
+divided by the plain vmap's. One thread. ``--paths`` adds opreg with its vmap short paths
+switched (see ``opreg_core._batching``): both off (the dispatcher path), only the twin of the
+batched op without autograd kernel, only the fold of every level into one ``vmap_fn`` call;
+every contender's block sets the switches, so all pay the same. Run::
 
     python benchmarks/bench_vmap_curve.py --json benchmarks/results/vmap_curve.json
     python benchmarks/bench_vmap_curve.py --quick      # smoke run, a few seconds
+    python benchmarks/bench_vmap_curve.py --paths      # each short path alone
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from typing import Any
 
 import torch
 
+import opreg_core._batching as batching
 from bench_core import (
+    OPREG_VMAP,
     PLAIN_VMAP,
     build_ops,
     calls_per_block,
@@ -36,6 +42,12 @@ from bench_core import (
 SAMPLES = (1, 8, 64, 512, 4096)
 DEPTHS = (1, 2, 3)
 ELEMENTS = 8
+#: ``--paths`` contenders: opreg's default op with (fold, twin) switched as given.
+PATHS = {
+    "opreg, short paths off": (False, False),
+    "opreg, twin only": (False, True),
+    "opreg, fold only": (True, False),
+}
 
 
 def level_sizes(samples: int, depth: int) -> tuple[int, ...]:
@@ -61,8 +73,14 @@ def measure(
     thunks = {}
     for name, fn in contenders.items():
         mapped = nested_vmap(fn, depth)
-        torch.testing.assert_close(mapped(x, y), expected, msg=f"{name}: wrong result")
-        thunks[name] = lambda mapped=mapped: mapped(x, y)
+        fold, twin = PATHS.get(name, (True, True))
+
+        def thunk(mapped: Any = mapped, fold: bool = fold, twin: bool = twin) -> Any:
+            batching.short_path_enabled, batching.nograd_op_enabled = fold, twin
+            return mapped(x, y)
+
+        torch.testing.assert_close(thunk(), expected, msg=f"{name}: wrong result")
+        thunks[name] = thunk
     calls = calls_per_block(thunks, block_s)
     times = sample_us(thunks, calls, rounds)
     plain = statistics.median(times[PLAIN_VMAP])
@@ -96,11 +114,19 @@ def main() -> None:
     parser.add_argument("--block-ms", type=float, default=20.0, help="length of one block")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 ms blocks (smoke)")
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    parser.add_argument("--paths", action="store_true", help="also opreg with short paths off")
+    parser.add_argument(
+        "--only-opreg", action="store_true", help="leave out custom_op, EvoX and the fallback"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.block_ms = 3, 2.0
     torch.set_num_threads(1)
     contenders = vmap_contenders(build_ops("opreg_bench_curve", evox_levels=max(DEPTHS)))
+    if args.only_opreg:
+        contenders = {k: v for k, v in contenders.items() if k in (PLAIN_VMAP, OPREG_VMAP)}
+    if args.paths:
+        contenders.update(dict.fromkeys(PATHS, contenders[OPREG_VMAP]))
     rows: list[dict[str, Any]] = []
     print(f"| depth | samples |   levels | {'contender':<40} | {'us/call':>9} | vs plain vmap |")
     print(f"|-------|---------|----------|{'-' * 42}|{'-' * 11}|---------------|")
@@ -119,6 +145,7 @@ def main() -> None:
             "rounds": args.rounds,
             "block_ms": args.block_ms,
             "quick": args.quick,
+            "paths": args.paths,
             "samples": list(SAMPLES),
             "depths": list(DEPTHS),
             "elements_per_sample": ELEMENTS,

@@ -2,7 +2,9 @@
 
 Every opreg op with a ``vmap_fn`` gets ONE companion operator, the *batched op*, with the op's
 signature and the meaning "every tensor argument has a leading batch dimension". Its
-implementation is the user's ``vmap_fn``.
+implementation is the user's ``vmap_fn``. (A differentiable op that mutates nothing also gets
+the batched op's twin without an autograd kernel, a short path described below; it has no
+batching rule, being called only below the last vmap level.)
 
 - The op's rule (innermost vmap level) unwraps the level's batch dims, moves them to dim 0
   (arguments unbatched at that level are expanded, without a copy), calls the batched op and
@@ -14,12 +16,30 @@ So any nesting depth runs the user's ``vmap_fn`` once, on the product of the bat
 PyTorch's per-sample fallback never runs (unless ``max_vmap_level`` caps the depth: levels past
 the cap are computed by a per-sample loop, as PyTorch's fallback would).
 
+Two short paths, same results with fewer Python kernel crossings (each measured alone in
+``benchmarks/profile_vmap.py``), taken only where their preconditions hold, else the path above:
+
+- The fold (several vmap levels): where every functorch level is a vmap level and nothing
+  below them needs the dispatcher (no input needs a gradient; no forward-mode AD, inference
+  mode, dispatch or function mode, tensor subclass, meta tensor, jit tracing or
+  ``register_kernel`` kernel; one ``vmap_fn`` for every device; nothing mutated; one output,
+  default input wrapping, no ``max_vmap_level``), the op's rule unwraps every level at once
+  and calls ``vmap_fn`` itself, once, on the folded batch, with the levels popped and the
+  dispatch state that functorch gives an operation below them (``_fold_levels``).
+  ``OPREG_VMAP_SHORT_PATH=0`` (or :data:`short_path_enabled` = False) turns it off.
+- The last level (the only functorch level left) calls a twin of the batched op without an
+  autograd kernel where that kernel would only redispatch (no input needs a gradient, no
+  forward-mode AD, mode, subclass or device kernel): the dispatcher pops the level exactly as
+  before, one Python crossing fewer (``_last_level_op``). ``OPREG_VMAP_NOGRAD_OP=0`` (or
+  :data:`nograd_op_enabled` = False) turns it off.
+
 Calls made while ``FuncTorchBatched`` is excluded go down to the next vmap level (functorch's
 dynamic-layer keys pop the level), the same lowering that ``torch.library.register_vmap`` uses.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,9 +50,17 @@ import torch
 from ._private import (
     CVmapInterpreterPtr,
     RandomnessType,
+    VmapLevelKeys,
+    call_below_vmap_levels,
     call_one_level_down,
     current_vmap_level,
+    dispatch_modes_active,
+    dynamic_layer_depth,
+    forward_ad_level_open,
+    function_modes_active,
+    jit_tracing,
     peek_interpreter_stack,
+    vmap_levels,
 )
 from ._private import add_batch_dim as _add_batch_dim
 from ._private import unwrap_batched as _unwrap_batched
@@ -42,6 +70,12 @@ _RANDOMNESS = {
     RandomnessType.Same: "same",
     RandomnessType.Different: "different",
 }
+
+#: Whether the short path may be taken at all (see the module docstring); tests and benchmarks
+#: switch it to compare both paths.
+short_path_enabled: bool = os.environ.get("OPREG_VMAP_SHORT_PATH", "1") != "0"
+#: Whether the last vmap level may call the batched op's twin without an autograd kernel.
+nograd_op_enabled: bool = os.environ.get("OPREG_VMAP_NOGRAD_OP", "1") != "0"
 
 InDim = int | None | list[int | None]
 OutDims = tuple[int | None, ...]
@@ -162,6 +196,16 @@ def _batch_size(value: Any, dim: InDim) -> int:
     return 0 if dim is None else int(value.shape[dim])
 
 
+def _wrap_levels(t: torch.Tensor, d: int, levels: list[tuple[int, int]]) -> torch.Tensor:
+    """Wrap ``t`` into ``levels`` (level, size; outermost first), whose folded batch dim is
+    ``d``."""
+    if len(levels) > 1:
+        t = torch.unflatten(t, d, [size for _, size in levels])
+    for lvl, _ in levels:
+        t = _add_batch_dim(t, d, lvl)
+    return t
+
+
 class BatchingRules:
     """The two ``FuncTorchBatched`` kernels of one op, sharing its settings and stats."""
 
@@ -173,6 +217,10 @@ class BatchingRules:
         out_dims: OutDims,
         wrap_inputs: Callable[..., Any] | None = None,
         max_level: int | None = None,
+        direct: Callable[..., Any] | None = None,
+        kernels: dict[Any, Any] | None = None,
+        level_keys: VmapLevelKeys | None = None,
+        nograd_op: Callable[..., Any] | None = None,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -183,6 +231,51 @@ class BatchingRules:
         self.stats = VmapStats()
         self.single_tensor = len(out_dims) == 1
         self._depth = threading.local()
+        #: The batched op's only kernel (the registered ``vmap_fn``), which the fold of every
+        #: level calls without the dispatcher; None: always dispatch.
+        self.direct = direct if level_keys is not None else None
+        #: The batched op's twin without an autograd kernel (see ``_last_level_op``), or None.
+        self.nograd_op = nograd_op
+        #: What a vmap level adds to the dispatch state (to restore the state below it).
+        self.level_keys = level_keys
+        #: The op's ``register_kernel`` kernels: while there is any, always dispatch.
+        self.kernels: dict[Any, Any] = {} if kernels is None else kernels
+        #: The fold of every level applies: one output, default input wrapping, no depth cap.
+        self.plain = self.single_tensor and wrap_inputs is None and max_level is None
+
+    # -- short paths ---------------------------------------------------------------------------
+    def _nothing_else_in_play(self) -> bool:
+        """No device kernel, dispatch or function mode, forward-mode AD, inference mode or jit
+        tracing: nothing that must see the batched op, or its autograd kernel, dispatched."""
+        return not (
+            self.kernels
+            or dispatch_modes_active()
+            or function_modes_active()
+            or forward_ad_level_open()
+            or torch.is_inference_mode_enabled()
+            or jit_tracing()
+        )
+
+    def _last_level_op(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
+        """The operator that the last vmap level calls: the batched op, or its twin without an
+        autograd kernel where that kernel would only redispatch (the only functorch level is
+        this vmap level, no input needs a gradient, nothing else is in play, every tensor is a
+        plain one); the dispatcher still pops the level and restores the caller's state."""
+        if (
+            self.nograd_op is None
+            or not nograd_op_enabled
+            or dynamic_layer_depth() != 1
+            or not self._nothing_else_in_play()
+        ):
+            return self.batched_op
+        grad = torch.is_grad_enabled()
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(t, torch.Tensor) and (
+                    type(t) is not torch.Tensor or (grad and t.requires_grad)
+                ):
+                    return self.batched_op
+        return self.nograd_op
 
     # -- outputs ------------------------------------------------------------------------------
     def _check_outputs(self, out: Any, expected: int) -> tuple[Any, ...]:
@@ -242,6 +335,128 @@ class BatchingRules:
         values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
+        if self.plain and not kw and self.direct is not None and dynamic_layer_depth() != 1:
+            folded = self._fold_levels(args, level)
+            if folded is not None:
+                return folded
+        new_args, new_kwargs = self._front_all(values, in_dims, kw, batch)
+        op = self._last_level_op(new_args, new_kwargs)
+        if self.max_level is None:
+            out = call_one_level_down(op, new_args, new_kwargs)
+        else:
+            previous = self._enter(1)
+            try:
+                out = call_one_level_down(op, new_args, new_kwargs)
+            finally:
+                self._depth.value = previous
+        return self._wrap_one_level(out, level, batch)
+
+    def _wrap_one_level(self, out: Any, level: int, batch: int) -> Any:
+        """The batched op's output (batched at ``vmap_out_dims``) wrapped into ``level``."""
+        if self.single_tensor and isinstance(out, torch.Tensor):
+            d = self.out_dims[0]
+            if d is not None and -out.dim() <= d < out.dim() and out.shape[d] == batch:
+                return _add_batch_dim(out, d % out.dim(), level)
+        outs = self._check_outputs(out, batch)
+        return self._rewrap(outs, lambda t, d: _add_batch_dim(t, d, level))
+
+    def _fold_levels(self, args: tuple[Any, ...], level: int) -> Any:
+        """The short path of the innermost level under further vmap levels: when every
+        functorch level is a vmap level and nothing else is in play, unwrap every level at
+        once, run ``vmap_fn`` on their folded batch (outermost first, as ``batched_rule``
+        folds them) with the levels popped, and wrap the output back into every level. None
+        where it does not apply (the caller dispatches)."""
+        if not short_path_enabled or not self._nothing_else_in_play():
+            return None
+        levels = vmap_levels()
+        if levels is None or levels[-1] != level:
+            return None
+        assert self.level_keys is not None  # self.direct is None without it
+        below = self.level_keys.state_below()
+        if below is None:
+            return None
+        grad = torch.is_grad_enabled()
+        prepared: list[tuple[Any, dict[int, int] | None]] = []
+        sizes = dict.fromkeys(levels, 0)
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                t, pos = a, dict[int, int]()
+                for lvl in reversed(levels):
+                    t, d = _unwrap_batched(t, lvl)
+                    if d is not None:
+                        pos = {k: p + (p >= d) for k, p in pos.items()}
+                        pos[lvl] = d
+                        sizes[lvl] = t.shape[d]
+                if type(t) is not torch.Tensor or t.is_meta or (grad and t.requires_grad):
+                    return None
+                prepared.append((t, pos))
+            elif isinstance(a, (list, tuple)):
+                return None  # lists of tensors: the dispatcher path handles them
+            else:
+                prepared.append((a, None))
+        if not all(sizes.values()):
+            return None  # a level batches no argument: let its rule pass it down
+        self.stats.fast += 1
+        self.stats.nested += len(levels) - 1
+        folded = list(sizes.items())
+        out, d = call_below_vmap_levels(len(levels), below, self._fold_and_call, prepared, folded)
+        if d is not None:
+            for lvl in levels:
+                out = _add_batch_dim(out, d, lvl)
+            return out
+        total = 1
+        for size in sizes.values():
+            total *= size
+        outs = self._check_outputs(out, total)
+        return self._rewrap(outs, lambda t, e: _wrap_levels(t, e, folded))
+
+    def _fold_and_call(
+        self,
+        prepared: list[tuple[Any, dict[int, int] | None]],
+        levels: list[tuple[int, int]],
+    ) -> tuple[Any, int | None]:
+        """``vmap_fn`` on unwrapped arguments, the batch dims of ``levels`` (level, size),
+        outermost first, moved to the front in order (missing ones expanded, no copy) and
+        folded into one; returns its output and, for a tensor output batched as declared, the
+        position ``d`` of the output's batch dims, unflattened there (else ``d`` is None and
+        the caller checks the output)."""
+        n = len(levels)
+        sizes = [size for _, size in levels]
+        total = 1
+        for size in sizes:
+            total *= size
+        args = []
+        for v, pos in prepared:
+            if pos is None:
+                args.append(v)
+                continue
+            if not pos:
+                args.append(v.expand(total, *v.shape))  # no level batches it
+                continue
+            present = [pos[lvl] for lvl, _ in levels if lvl in pos]
+            front = list(range(len(present)))
+            t = v if present == front else v.movedim(present, front)
+            if len(present) < n:
+                for i, (lvl, _) in enumerate(levels):
+                    if lvl not in pos:
+                        t = t.unsqueeze(i)
+                t = t.expand(*sizes, *t.shape[n:])
+            args.append(t.reshape(total, *t.shape[n:]))
+        assert self.direct is not None  # _fold_levels checked it
+        out = self.direct(*args)
+        d = self.out_dims[0]
+        if isinstance(out, torch.Tensor) and d is not None and -out.dim() <= d < out.dim():
+            d %= out.dim()
+            if out.shape[d] == total:  # unflattened here, where no level is in the way
+                shape = out.shape
+                return out.view(*shape[:d], *sizes, *shape[d + 1 :]), d
+        return out, None
+
+    def _front_all(
+        self, values: list[Any], in_dims: list[InDim], kw: dict[str, tuple[Any, InDim]], batch: int
+    ) -> tuple[Sequence[Any], dict[str, Any]]:
+        """The batched op's arguments at the innermost level: batch dims moved to 0 (or as
+        ``vmap_wrap_inputs`` puts them)."""
         new_kwargs = {k: _front_value(v, d, batch) for k, (v, d) in kw.items()}
         if self.wrap_inputs is None:
             new_args: Sequence[Any] = [
@@ -257,20 +472,7 @@ class BatchingRules:
                     f"got {type(new_args).__name__}"
                 )
         self.stats.fast += 1
-        if self.max_level is None:
-            out = call_one_level_down(self.batched_op, new_args, new_kwargs)
-        else:
-            previous = self._enter(1)
-            try:
-                out = call_one_level_down(self.batched_op, new_args, new_kwargs)
-            finally:
-                self._depth.value = previous
-        if self.single_tensor and isinstance(out, torch.Tensor):
-            d = self.out_dims[0]
-            if d is not None and -out.dim() <= d < out.dim() and out.shape[d] == batch:
-                return _add_batch_dim(out, d % out.dim(), level)
-        outs = self._check_outputs(out, batch)
-        return self._rewrap(outs, lambda t, d: _add_batch_dim(t, d, level))
+        return new_args, new_kwargs
 
     def batched_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the batched op on ``FuncTorchBatched``: every vmap level past the first."""
@@ -281,6 +483,23 @@ class BatchingRules:
         depth = getattr(self._depth, "value", 0) + 1
         if self.max_level is not None and depth > self.max_level:
             return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
+        new_args, new_kwargs, inner = self._flatten_all(values, dims, kw, batch)
+        op = self._last_level_op(new_args, new_kwargs)
+        previous = self._enter(depth)
+        try:
+            out = call_one_level_down(op, new_args, new_kwargs)
+        finally:
+            self._depth.value = previous
+        outs = self._check_outputs(out, batch * inner)
+        sizes = (batch, inner)
+        return self._rewrap(
+            outs, lambda t, d: _add_batch_dim(torch.unflatten(t, d, sizes), d, level)
+        )
+
+    def _flatten_all(
+        self, values: list[Any], dims: list[InDim], kw: dict[str, tuple[Any, InDim]], batch: int
+    ) -> tuple[list[Any], dict[str, Any], int]:
+        """The batched op's arguments at a further level: its batch dim folded into dim 0."""
         inner: int | None = None
         new_args = []
         for value, dim in zip(values, dims, strict=True):
@@ -293,16 +512,7 @@ class BatchingRules:
             inner = size if size is not None else inner
         assert inner is not None  # some argument is batched at this level
         self.stats.nested += 1
-        previous = self._enter(depth)
-        try:
-            out = call_one_level_down(self.batched_op, new_args, new_kwargs)
-        finally:
-            self._depth.value = previous
-        outs = self._check_outputs(out, batch * inner)
-        sizes = (batch, inner)
-        return self._rewrap(
-            outs, lambda t, d: _add_batch_dim(torch.unflatten(t, d, sizes), d, level)
-        )
+        return new_args, new_kwargs, inner
 
     def loop_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel for ops without ``vmap_fn`` whose outputs PyTorch's own per-sample fallback

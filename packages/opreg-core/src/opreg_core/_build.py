@@ -16,10 +16,10 @@ from ._autograd import (
 from ._batching import BatchingRules, VmapStats
 from ._kernels import as_registered, checked_arity
 from ._mutation import make_mutation_kernel
-from ._naming import BATCHED_SUFFIX
+from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import VmapOp
 from ._options import OpSpec
-from ._private import OpOverload, entry_point, new_op_object
+from ._private import OpOverload, entry_point, new_op_object, vmap_level_keys
 from ._registrar import Registrar
 
 Overload = OpOverload[..., Any]
@@ -68,6 +68,9 @@ def add_batching(
     for key in spec.dispatch_keys:
         reg.impl(name, kernel, key, "vmap_fn")
     reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
+    # One kernel for every device and no version counter to bump: the vmap rule may call it
+    # without the dispatcher where nothing else needs it (the short path, see _batching).
+    direct = kernel if spec.device_types is None and not spec.signature.mutated else None
     rules = BatchingRules(
         qualname,
         entry_point(main),
@@ -75,10 +78,31 @@ def add_batching(
         spec.out_dims,
         spec.vmap_wrap_inputs,
         spec.max_vmap_level,
+        direct,
+        level_keys=vmap_level_keys() if direct is not None else None,
+        nograd_op=add_nograd_twin(spec, reg, kernel),
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
     return batched, rules
+
+
+def add_nograd_twin(spec: OpSpec, reg: Registrar, kernel: Any) -> Any:
+    """The batched op's twin without an autograd kernel (its ``Autograd`` key falls through):
+    the last vmap level calls it where the batched op's autograd kernel would only redispatch,
+    saving that Python crossing. None where it would save nothing (a non-differentiable op's
+    batched op has no autograd kernel) or needs more (a mutating op's version counters)."""
+    if not spec.differentiable or spec.signature.mutated:
+        return None
+    assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
+    name = spec.opname + NOGRAD_SUFFIX
+    twin = reg.define(name, spec.signature.schema)
+    for key in spec.dispatch_keys:
+        reg.impl(name, kernel, key, "vmap_fn")
+    fake = checked_arity(spec.fake_vmap_fn, spec.qualname, "fake_vmap_fn", spec.num_returns)
+    reg.fake(name, fake, "fake_vmap_fn")
+    reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "no autograd (nothing needs it)")
+    return entry_point(twin)
 
 
 def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:
@@ -161,7 +185,8 @@ def make_op(
         module=getattr(fn, "__module__", None) or "",
         registrations=tuple(reg.done),
         vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
-        _kernels={},
+        # The batching rules read the same dict (a device kernel turns their short path off).
+        _kernels=rules.kernels if rules is not None else {},
         _libs=[reg.lib],
         extensions={},
         __doc__=getattr(fn, "__doc__", None),

@@ -49,6 +49,8 @@ RESERVED_NAMESPACES = frozenset(
 )
 #: Suffix of the batched operator that opreg defines next to each op with a ``vmap_fn``.
 BATCHED_SUFFIX = "__opreg_batched"
+#: Suffix of the batched operator's twin without an autograd kernel (see ``_batching``).
+NOGRAD_SUFFIX = "__opreg_batched_nograd"
 
 
 def _sanitize(part: str) -> str:
@@ -91,11 +93,12 @@ def split_name(name: object) -> tuple[str, str]:
             f"opreg: namespace {namespace!r} in name {name!r} is reserved for PyTorch; "
             "use your library's own namespace"
         )
-    if opname.endswith(BATCHED_SUFFIX):
-        raise ValueError(
-            f"opreg: name {name!r} ends with {BATCHED_SUFFIX!r}, which opreg reserves for the "
-            "batched operators it defines"
-        )
+    for suffix in (BATCHED_SUFFIX, NOGRAD_SUFFIX):
+        if opname.endswith(suffix):
+            raise ValueError(
+                f"opreg: name {name!r} ends with {suffix!r}, which opreg reserves for the "
+                "batched operators it defines"
+            )
     shadowed = _shadowing_attribute(namespace, opname)
     if shadowed:
         raise ValueError(

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ._naming import BATCHED_SUFFIX
+from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import Registration
 from ._private import Library, OpOverload, operator_exists
 
@@ -15,7 +15,7 @@ from ._private import Library, OpOverload, operator_exists
 def check_name_free(qualname: str) -> None:
     """Refuse a name that an operator not registered by opreg already has."""
     namespace, opname = qualname.split("::")
-    for name in (opname, opname + BATCHED_SUFFIX):
+    for name in (opname, opname + BATCHED_SUFFIX, opname + NOGRAD_SUFFIX):
         if not operator_exists(f"{namespace}::{name}"):
             continue
         raise ValueError(
