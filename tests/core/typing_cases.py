@@ -1,5 +1,6 @@
-"""Static typing of ``register_vmap_op``'s keywords, checked by ``mypy --strict`` (see
-``test_options.py``). Never run: it only has to type-check.
+"""Static typing of ``register_vmap_op``'s and ``register_triton_op``'s keywords, checked by
+``mypy --strict`` (``hatch run types:check``, a CI step; ``test_options.py`` too, where mypy is
+installed). Never run: it only has to type-check.
 
 Each call marked ``# type: ignore[...]`` must be rejected by mypy: ``--strict`` reports an
 unused ignore, so a keyword that mypy stopped checking fails the check.
@@ -52,3 +53,16 @@ def _cases() -> None:
     register_vmap_op(fake_fn=_fake, name=3)  # type: ignore[call-overload]
     _register_extended(_f, fake_fn=_fake, extra_fn=3)  # type: ignore[arg-type]
     op(torch.ones(2), "3")  # type: ignore[arg-type]
+
+
+def _triton_cases() -> None:
+    """``register_triton_op``'s keywords (opreg-kernels' ``TritonOpOptions``) are typed too."""
+    from opreg_kernels import register_triton_op
+
+    op: VmapOp[[torch.Tensor, int], torch.Tensor]
+    op = register_triton_op(_f, fake_fn=_fake, triton_fn=_f, compiler_visible=True)
+    op = register_triton_op(triton_fn="pkg.mod:launch", triton_device_types=("cuda",))(_f)
+    register_triton_op(_f, fake_fn=_fake, triton_fn=3)  # type: ignore[call-overload]
+    register_triton_op(_f, fake_fn=_fake, compiler_visible="yes")  # type: ignore[call-overload]
+    register_triton_op(_f, fake_fn=_fake, triton_fnn=_f)  # type: ignore[call-overload]
+    assert_type(op(torch.ones(2), 3), torch.Tensor)
