@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import warnings
 
@@ -122,6 +123,16 @@ def has_triton() -> bool:
             if _available is None:
                 _available = _detect()
     return _available
+
+
+def triton_interpreted() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET``, as Triton reads it).
+
+    False while Triton is not imported (``has_triton()`` imports it): never imports it itself.
+    """
+    triton = sys.modules.get("triton")
+    knobs = getattr(triton, "knobs", None)
+    return bool(knobs is not None and knobs.runtime.interpret)
 
 
 def triton_supports_device(device: object) -> bool:

@@ -32,7 +32,7 @@ import torch
 
 from opreg_core import get_op
 
-from ._availability import has_triton
+from ._availability import has_triton, triton_interpreted
 from ._dispatch_kernel import Launcher, _is_caller_error, _raised_in_triton, resolve_launcher
 from ._private import (
     FunctionalTensorMode,
@@ -70,13 +70,6 @@ def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-def _triton_interpreted() -> bool:
-    """Whether Triton runs kernels in its interpreter: ``wrap_triton`` then cannot trace them."""
-    from triton import knobs
-
-    return bool(knobs.runtime.interpret)
-
-
 def _visible_launcher(
     qualname: str, batched: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[..., Any] | None:
@@ -94,7 +87,7 @@ def _visible_launcher(
     device = _device_type(args, kwargs)
     if launcher is None or device is None or device not in info.device_types:
         return None
-    if not has_triton() or _triton_interpreted():
+    if not has_triton() or triton_interpreted():  # the interpreter: wrap_triton cannot trace
         return None
     return resolve_launcher(launcher)
 

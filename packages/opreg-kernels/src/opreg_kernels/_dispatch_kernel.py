@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, cast
 
 import torch
 
-from ._availability import has_triton
+from ._availability import has_triton, triton_interpreted
 from ._errors import TritonKernelError
 from ._private import cuda_current_device, cuda_set_device
 
@@ -144,9 +144,7 @@ def make_triton_kernel(
         except Exception as exc:
             raise TritonKernelError(op_name, device_type, exc) from exc
         guard = _device_switch(device_type)
-        from ._fast_launch import INTERPRET
-
-        if INTERPRET:
+        if triton_interpreted():
             from ._interpreter_autotune import interpreted_launch
 
             resolved = interpreted_launch(resolved)
