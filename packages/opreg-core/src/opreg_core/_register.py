@@ -54,6 +54,8 @@ def register_vmap_op(
     Args:
         fn: the pure-PyTorch implementation (the fallback, used on every device). Only ``fn``
             needs type annotations: the schema is built from them (or given as ``schema``).
+
+    Keyword Args:
         fake_fn: required; computes output metadata (shapes, dtypes) for ``torch.compile``.
         vmap_fn: the batched implementation, written for ONE leading batch dim: every tensor
             argument has its batch dim at 0 (unbatched ones are expanded to the batch without a

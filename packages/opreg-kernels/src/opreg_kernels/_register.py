@@ -142,7 +142,7 @@ def register_triton_op(
     :class:`~opreg_core.VmapOpOptions`); the decorated function is the fallback and serves
     every device that has no Triton kernel, and every device while Triton is unavailable.
 
-    Args:
+    Keyword Args:
         triton_fn: the launcher, called with the op's arguments (plain tensors) on
             each Triton device type; it allocates the outputs and launches the kernel.
             A ``"package.module:function"`` string is imported on the first launch,
