@@ -33,7 +33,13 @@ import torch
 from opreg_core import get_op
 
 from ._availability import has_triton, triton_interpreted
-from ._dispatch_kernel import Launcher, _is_caller_error, _raised_in_triton, resolve_launcher
+from ._dispatch_kernel import (
+    Launcher,
+    first_tensor,
+    is_caller_error,
+    raised_in_triton,
+    resolve_launcher,
+)
 from ._private import (
     FunctionalTensorMode,
     decomposable_types,
@@ -59,15 +65,9 @@ def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
 
 
 def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    """The device type of the first tensor argument (in lists too), or None without one."""
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            return value.device.type
-        if isinstance(value, (list, tuple)):
-            for item in value:
-                if isinstance(item, torch.Tensor):
-                    return item.device.type
-    return None
+    """The device type of the first tensor argument, or None without one."""
+    tensor = first_tensor(args, kwargs)
+    return None if tensor is None else tensor.device.type
 
 
 def _visible_launcher(
@@ -94,11 +94,11 @@ def _visible_launcher(
 
 def _traced(qualname: str, device: str | None, exc: Exception) -> Exception:
     """The error for a launcher that failed while being traced (input errors pass unchanged)."""
-    if _is_caller_error(exc):
+    if is_caller_error(exc):
         return exc
     detail = str(exc).strip().splitlines()
     reason = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
-    if _raised_in_triton(exc.__traceback__):
+    if raised_in_triton(exc.__traceback__):
         what = "it launched a Triton kernel that torch could not trace"
     else:
         what = "it could not be traced"

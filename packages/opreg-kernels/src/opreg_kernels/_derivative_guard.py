@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ._dispatch_kernel import _raised_in_triton
+from ._dispatch_kernel import raised_in_triton
 from ._private import functorch_wrapped
 
 __all__ = ["DirectLaunchInDerivativeError", "guard_derivatives"]
@@ -48,7 +48,7 @@ def _guard(qualname: str, label: str, fn: Callable[..., Any]) -> Callable[..., A
         try:
             return fn(ctx, *values)
         except Exception as exc:
-            if not _raised_in_triton(exc.__traceback__) or not _wrapped(values):
+            if not raised_in_triton(exc.__traceback__) or not _wrapped(values):
                 raise
             raise DirectLaunchInDerivativeError(
                 f"opreg: {qualname}: the {label} failed inside Triton "

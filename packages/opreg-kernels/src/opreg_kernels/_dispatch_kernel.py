@@ -28,7 +28,14 @@ from ._availability import has_triton, triton_interpreted
 from ._errors import TritonKernelError
 from ._private import cuda_current_device, cuda_set_device
 
-__all__ = ["Launcher", "make_triton_kernel", "resolve_launcher"]
+__all__ = [
+    "Launcher",
+    "first_tensor",
+    "is_caller_error",
+    "make_triton_kernel",
+    "raised_in_triton",
+    "resolve_launcher",
+]
 
 #: A Triton launcher: a callable, or ``"package.module:function"`` imported on first launch
 #: (so that modules defining ``@triton.jit`` kernels are only imported when one runs).
@@ -78,18 +85,18 @@ def _device_switch(device_type: str) -> _DeviceSwitch | None:
     return _DeviceSwitch(get, put) if callable(get) and callable(put) else None
 
 
-def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    """Index of the first tensor argument's device (``-1``: none, or not an indexed device)."""
+def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """The first tensor argument (in lists and tuples too), or None without one."""
     if args and isinstance(args[0], torch.Tensor):  # the common case, without building a tuple
-        return args[0].get_device()
+        return args[0]
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
-            return value.get_device()
+            return value
         if isinstance(value, (list, tuple)):
             for item in value:
                 if isinstance(item, torch.Tensor):
-                    return item.get_device()
-    return -1
+                    return item
+    return None
 
 
 def stream_capturing(device_type: str, index: int) -> bool:
@@ -105,7 +112,7 @@ def stream_capturing(device_type: str, index: int) -> bool:
         return False
 
 
-def _raised_in_triton(traceback: TracebackType | None) -> bool:
+def raised_in_triton(traceback: TracebackType | None) -> bool:
     """Whether a frame of Triton's own package is on ``traceback`` (not a ``triton_*`` module)."""
     while traceback is not None:
         name = str(traceback.tb_frame.f_globals.get("__name__", ""))
@@ -115,11 +122,11 @@ def _raised_in_triton(traceback: TracebackType | None) -> bool:
     return False
 
 
-def _is_caller_error(exc: Exception) -> bool:
+def is_caller_error(exc: Exception) -> bool:
     """Errors that say nothing about the kernel: input checks, out of memory, nested failures."""
     if isinstance(exc, (TritonKernelError, torch.OutOfMemoryError)):
         return True
-    return isinstance(exc, (TypeError, ValueError)) and not _raised_in_triton(exc.__traceback__)
+    return isinstance(exc, (TypeError, ValueError)) and not raised_in_triton(exc.__traceback__)
 
 
 def make_triton_kernel(
@@ -159,7 +166,8 @@ def make_triton_kernel(
         try:
             if guard is None:
                 return launch(*args, **kwargs)
-            index = _device_index(args, kwargs)
+            tensor = first_tensor(args, kwargs)
+            index = -1 if tensor is None else tensor.get_device()
             if index < 0:
                 return launch(*args, **kwargs)
             current = guard.current_device()
@@ -171,7 +179,7 @@ def make_triton_kernel(
             finally:
                 guard.set_device(current)
         except Exception as exc:
-            if _is_caller_error(exc):
+            if is_caller_error(exc):
                 raise
             device = f"{device_type}:{index}" if index >= 0 else device_type
             hint = CAPTURE_HINT if stream_capturing(device_type, index) else None

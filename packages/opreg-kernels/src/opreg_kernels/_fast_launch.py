@@ -23,13 +23,14 @@ from typing import Any
 
 from triton import knobs
 
+from ._availability import triton_interpreted
 from ._private import compiled_kernel_launcher, cuda_raw_stream, launch_hooks_idle
 
 __all__ = ["INTERPRET", "FastLaunch", "int_spec"]
 
 #: Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET``, read as Triton reads
 #: it, when the first kernel module is imported: Triton decides when ``@triton.jit`` runs).
-INTERPRET: bool = bool(knobs.runtime.interpret)
+INTERPRET: bool = triton_interpreted()
 _RUNTIME = knobs.runtime
 
 
