@@ -21,61 +21,11 @@
 # bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
 # directory from the wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels, made by fetch_wheels.sh).
 # Exit status: 0 if every step passed.
-set -u
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-root="$PWD"
-OUT="${OUT:-$root/benchmarks/gpu/out}"
-mkdir -p "$OUT"
-py="${PYTHON:-python3}"
-wheels="${OPREG_GPU_WHEELS:-$root/build/gpu-wheels}"
-export PYTHONPATH="$root/packages/opreg-core/src:$root/packages/opreg-kernels/src:$root/packages/opreg-testing/src${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-unset TRITON_INTERPRET OPREG_DISABLE_TRITON
-
-{
-  date -u
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv || true
-  "$py" - <<'PY'
-import platform, sys
-import torch
-print("python", sys.version.split()[0], platform.machine(), platform.processor())
-print("torch", torch.__version__, "cuda", torch.version.cuda)
-try:
-    import triton
-    print("triton", triton.__version__)
-except Exception as exc:
-    print("triton import failed:", exc)
-print("gpus", [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
-PY
-} > "$OUT/environment.txt" 2>&1
-cat "$OUT/environment.txt"
-
-if ! "$py" -c "import pytest, hypothesis" 2>/dev/null; then
-  site="${TMPDIR:-/tmp}/opreg-gpu-site"
-  echo "pytest or hypothesis missing: installing them from $wheels into $site"
-  "$py" -m pip install --quiet --disable-pip-version-check --no-index --find-links "$wheels" \
-    --target "$site" pytest hypothesis && export PYTHONPATH="$PYTHONPATH:$site"
-fi
-
-status=0
-: > "$OUT/summary.txt"
-step() {  # step NAME TIMEOUT_S COMMAND...
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name: $*"
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc ($((SECONDS - start)) s)" | tee -a "$OUT/summary.txt"
-  tail -n 25 "$OUT/$name.log"
-  [ "$rc" -eq 0 ] || status=1
-}
-
-pytest_args=(-p no:cacheprovider -ra --durations=10)
-# The tests use the opreg-testing plugin; without the installed package's entry point, load it.
-if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(not any(e.value.startswith('opreg_testing') for e in m.entry_points(group='pytest11')))"; then
-  pytest_args+=(-p opreg_testing.plugin)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+use_source_tree
+record_environment
+ensure_test_tools
+pytest_args+=(--durations=10)
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=(tests interp bench)
 for name in "${steps[@]}"; do
@@ -92,6 +42,4 @@ for name in "${steps[@]}"; do
   esac
 done
 
-echo "=== summary"
-cat "$OUT/summary.txt"
-exit "$status"
+finish
