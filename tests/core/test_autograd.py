@@ -227,6 +227,46 @@ def test_backward_with_non_tensor_and_list_inputs(ns: str) -> None:
     assert op.vmap_stats.fast >= 1
 
 
+@pytest.mark.parametrize("call", ["defaults", "keywords", "positional"])
+def test_backward_with_keyword_only_and_default_arguments(ns: str, call: str) -> None:
+    # Ops without list arguments record their inputs as they are (no flattening); keyword-only
+    # arguments and dropped defaults must still reach forward, setup_context and backward.
+    def f(
+        x: torch.Tensor, w: torch.Tensor, scale: float = 2.0, *, shift: float = 0.5
+    ) -> torch.Tensor:
+        return x * w * scale + shift
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, w, scale, shift = inputs
+        ctx.save_for_backward(x, w)
+        ctx.scale = scale
+        assert isinstance(shift, float)
+
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        return g * w * ctx.scale, g * x * ctx.scale, None, None
+
+    op = register_vmap_op(
+        f, fake_fn=lambda x, w, scale=2.0, *, shift=0.5: torch.empty_like(x),
+        backward=backward, setup_context=setup, name=f"{ns}::axpb",
+    )  # fmt: skip
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    calls = {
+        "defaults": (lambda x, w: op(x, w), 2.0, 0.5),
+        "keywords": (lambda x, w: op(x, w, scale=3.0, shift=1.5), 3.0, 1.5),
+        "positional": (lambda x, w: op(x, w, 4.0), 4.0, 0.5),
+    }
+    fn, scale, shift = calls[call]
+    out = fn(x, w)
+    torch.testing.assert_close(out, x * w * scale + shift)
+    gx, gw = torch.autograd.grad(out.sum(), (x, w))
+    torch.testing.assert_close(gx, w * scale)
+    torch.testing.assert_close(gw, x * scale)
+    assert torch.autograd.gradcheck(fn, (x, w))
+    torch.testing.assert_close(grad(lambda x: fn(x, w.detach()).sum())(x.detach()), w * scale)
+
+
 def test_forward_mode_ad_is_an_error_not_a_zero_tangent(op: Any) -> None:
     """Without this, torch.func.jvp and jacfwd silently returned zero tangents."""
     import torch.autograd.forward_ad as fwAD

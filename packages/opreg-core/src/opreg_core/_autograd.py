@@ -286,9 +286,19 @@ def make_autograd_kernel(
     call = entry_point(overload)
     tensor = torch.Tensor
 
+    # Without list arguments the flat inputs are the arguments themselves (no flattening per
+    # call); without keyword-only ones too, forward passes them on as they are.
+    plain = not signature.list_args
+    plain_spec = (-1,) * count
+    positional_only = plain and not signature.kwarg_only
+
     def forward(meta: tuple[tuple[int, ...], Any], *flat: Any) -> Any:
         spec, modes = meta
-        args, kwargs = signature.split(unflatten_inputs(spec, flat))
+        if positional_only:
+            args: tuple[Any, ...] = flat
+            kwargs: dict[str, Any] = {}
+        else:
+            args, kwargs = signature.split(flat if plain else unflatten_inputs(spec, flat))
         if modes is None:
             with AutoDispatchBelowAutograd():
                 return call(*args, **kwargs)
@@ -309,11 +319,14 @@ def make_autograd_kernel(
             # check. One list comprehension: this runs on every call that records.
             ctx.opreg_shapes = [x.shape if n else None for x, n in zip(inputs, needs, strict=False)]
         # One flag per declared input (a list input needs a gradient if any element does).
-        ctx.needs_input_grad = tuple(
-            any(n) if isinstance(n, list) else n for n in unflatten_inputs(spec, needs[1:])
-        )
+        if plain:
+            ctx.needs_input_grad = needs[1:]
+        else:
+            ctx.needs_input_grad = tuple(
+                any(n) if isinstance(n, list) else n for n in unflatten_inputs(spec, needs[1:])
+            )
         if setup_context is not None:
-            setup_context(ctx, unflatten_inputs(spec, inputs[1:]), output)
+            setup_context(ctx, inputs[1:] if plain else unflatten_inputs(spec, inputs[1:]), output)
         if jvp is not None:
             ctx.opreg_tangents = tangent_flags(inputs)
             ctx.opreg_out_shapes = output_shapes((output,) if single_output else tuple(output))
@@ -372,12 +385,20 @@ def make_autograd_kernel(
     redispatch = redispatch_boxed(overload)
     grad_enabled = torch.is_grad_enabled
 
+    def record(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Apply the Function (records the call for autograd / forward mode)."""
+        full = signature.full_args(args, kwargs)
+        spec, flat = (plain_spec, full) if plain else flatten_inputs(full)
+        modes = transform_grad_modes()
+        if modes is None:  # no torch.func level: single-level Functions need no permission
+            return apply_function(function, (spec, None), *flat)
+        with enable_single_level_autograd_function():
+            return apply_function(function, (spec, modes), *flat)
+
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if forward_mode_ad_active(args, kwargs):
             if jvp is not None:
-                spec, flat = flatten_inputs(signature.full_args(args, kwargs))
-                with enable_single_level_autograd_function():
-                    return apply_function(function, (spec, transform_grad_modes()), *flat)
+                return record(args, kwargs)
             raise RuntimeError(
                 f"opreg: {qualname}: forward-mode AD (torch.func.jvp, jacfwd, hessian, dual "
                 "tensors) through this op needs a jvp: the op was registered without one, and "
@@ -396,9 +417,7 @@ def make_autograd_kernel(
                     needs_grad = True
                     break
             if needs_grad or (kwargs and any(map(requires_grad, kwargs.values()))):
-                spec, flat = flatten_inputs(signature.full_args(args, kwargs))
-                with enable_single_level_autograd_function():
-                    return apply_function(function, (spec, transform_grad_modes()), *flat)
+                return record(args, kwargs)
         return redispatch(keyset & AFTER_AUTOGRAD_KEYSET, *args, **kwargs)
 
     return kernel

@@ -22,6 +22,7 @@ class Signature:
     num_returns: int
     mutated: tuple[str, ...]
     returns_list: bool  #: some output is a list of tensors
+    list_args: bool = True  #: some argument is a list (of tensors, maybe): inputs need flattening
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -88,4 +89,5 @@ def parse_signature(qualname: str, schema: str) -> Signature:
         num_returns=len(parsed.returns),
         mutated=tuple(mutated),
         returns_list=any(isinstance(r.type, torch.ListType) for r in parsed.returns),
+        list_args=any(isinstance(a.type, torch.ListType) for a in parsed.arguments),
     )
