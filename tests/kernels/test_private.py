@@ -55,7 +55,7 @@ def test_compiled_kernel_launcher_calls_run_in_tritons_argument_order() -> None:
     compiled = SimpleNamespace(
         run=lambda *args: seen.append(args), function="fn", packed_metadata="meta"
     )
-    _private.compiled_kernel_launcher(compiled)(7, 99, "x", "y")
-    assert seen == [(7, 1, 1, 99, "fn", "meta", None, None, None, "x", "y")]
+    _private.compiled_kernel_launcher(compiled)(7, 2, 3, 99, "x", "y")
+    assert seen == [(7, 2, 3, 99, "fn", "meta", None, None, None, "x", "y")]
     with pytest.raises(AttributeError):
         _private.compiled_kernel_launcher(SimpleNamespace(run=print))

@@ -8,7 +8,8 @@ touches a GPU driver: Triton is imported when a kernel first runs.
 
 Layout: ``_register`` (the decorator), ``_kernel_info`` (an op's Triton kernels),
 ``_dispatch_kernel`` (the kernel the dispatcher calls: device guard, error wrapping),
-``_fast_launch`` (launching a compiled kernel cheaply), ``_availability`` (whether Triton
+``_fast_kernel`` (``fast_launch``: launching a compiled kernel cheaply; ``_fast_launch``,
+the shipped ops' hand-keyed variant), ``_availability`` (whether Triton
 runs, and on which device types), ``_private`` (every torch/Triton internal used), and per
 shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
 """
@@ -22,6 +23,7 @@ from ._availability import (
     unregister_triton_device_type,
 )
 from ._errors import TritonKernelError
+from ._fast_kernel import FastKernel, fast_launch
 from ._kernel_info import TritonKernelInfo, triton_kernel_info
 from ._register import TritonOpOptions, register_triton_op
 from .ops.fused_add import fused_add
@@ -31,10 +33,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DISABLE_ENV_VAR",
+    "FastKernel",
     "TritonKernelError",
     "TritonKernelInfo",
     "TritonOpOptions",
     "__version__",
+    "fast_launch",
     "fused_add",
     "has_triton",
     "philox_normal",

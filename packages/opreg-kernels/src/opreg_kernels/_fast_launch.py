@@ -62,7 +62,7 @@ class FastLaunch:
         """
         launch = self._cache.get(key) if self._enabled else None
         if launch is not None and cuda_raw_stream is not None and launch_hooks_idle(_RUNTIME):
-            launch(grid, cuda_raw_stream(device), *args, *constexprs.values())
+            launch(grid, 1, 1, cuda_raw_stream(device), *args, *constexprs.values())
             return
         compiled = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
         if self._enabled and compiled is not None:

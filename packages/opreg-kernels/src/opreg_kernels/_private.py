@@ -22,6 +22,7 @@ __all__ = [
     "INTERNALS",
     "FunctionalTensorMode",
     "autotune_benchmark_call",
+    "autotuner_config",
     "compiled_kernel_launcher",
     "cuda_current_device",
     "cuda_raw_stream",
@@ -32,7 +33,9 @@ __all__ = [
     "launch_hooks_idle",
     "lend_triton_driver",
     "missing_internals",
+    "triton_binder",
     "triton_default_driver",
+    "triton_kernel_layers",
     "wrap_triton_disabled",
 ]
 
@@ -57,6 +60,18 @@ _TRITON_INTERNALS = (
     "triton.runtime.autotuner.Autotuner._bench.kernel_call.self",
     "triton.runtime.autotuner.Autotuner._bench.kernel_call.config",
     "triton.runtime.autotuner.Autotuner._bench.kernel_call.full_nargs",
+    "triton.runtime.Autotuner",
+    "triton.runtime.Heuristics",
+    "triton.runtime.JITFunction",
+    "triton.runtime.KernelInterface",
+    "triton.runtime.jit.JITFunction.device_caches",
+    "triton.runtime.jit.JITFunction.pre_run_hooks",
+    "triton.runtime.autotuner.Autotuner.cache",
+    "triton.runtime.autotuner.Autotuner.configs",
+    "triton.runtime.autotuner.Autotuner.keys",
+    "triton.runtime.autotuner.Autotuner.arg_names",
+    "triton.runtime.autotuner.Heuristics.values",
+    "triton.runtime.autotuner.Heuristics.arg_names",
 )
 #: torch internals of the derivative guard (``_derivative_guard.py``), in every build.
 _FUNCTORCH_INTERNALS = ("torch._C._functorch.is_functorch_wrapped_tensor",)
@@ -102,7 +117,8 @@ cuda_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getCurre
 
 
 def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
-    """``launch(grid, stream, *args)`` of a compiled kernel (what ``kernel[grid](...)`` returned).
+    """``launch(grid_x, grid_y, grid_z, stream, *args)`` of a compiled kernel (what
+    ``kernel[grid](...)`` returned); ``args``: every argument in signature order.
 
     Raises AttributeError if this Triton's compiled kernel lacks the launch interface.
     """
@@ -110,10 +126,73 @@ def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
     function = compiled.function
     packed = compiled.packed_metadata
 
-    def launch(grid: int, stream: int, *args: Any) -> None:
-        run(grid, 1, 1, stream, function, packed, None, None, None, *args)
+    def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
+        run(grid_x, grid_y, grid_z, stream, function, packed, None, None, None, *args)
 
     return launch
+
+
+# Why: the public fast path (``FastKernel``) keys compiled kernels by Triton's own
+# specialisation of the arguments (dtype and 16-byte alignment of pointers, integer width,
+# divisibility by 16 and equality to 1, constexpr values, do_not_specialize, defaults), which
+# only the per-device binder of a JIT function computes; Triton 3.6 keeps it in
+# ``JITFunction.device_caches[device]`` (kernel cache, key cache, target, backend, binder).
+# A launch is taken fast only while the function has no pre-run hook (Triton runs them on every
+# call). Public replacement: a public "bind and specialise these arguments" on JITFunction.
+
+
+def triton_binder(jit_function: Any, device: int) -> Callable[..., Any] | None:
+    """``binder(*args, **kwargs) -> (bound arguments, specialisation, options)`` of a JIT
+    function on ``device``, or None while it has pre-run hooks (those need Triton's launch)."""
+    if jit_function.pre_run_hooks:
+        return None
+    binder: Callable[..., Any] = jit_function.device_caches[device][4]
+    return binder
+
+
+# Why: ``fast_launch`` unwraps ``@triton.autotune`` and ``@triton.heuristics`` down to the
+# ``@triton.jit`` function below them; their classes live in ``triton.runtime`` (not
+# re-exported by ``triton``), and each keeps the kernel it wraps in ``fn``. Public replacement:
+# none (``triton.runtime``'s classes are what Triton's own code checks against).
+
+
+def triton_kernel_layers(kernel: Any) -> tuple[tuple[tuple[bool, Any], ...], Any, bool] | None:
+    """``(layers, inner, compiled)`` of a Triton kernel: the autotune/heuristics layers from the
+    outermost (``(is_autotuner, layer)``), the kernel below them, and whether that is a
+    compiled ``@triton.jit`` function (not an interpreted one); None if it is no Triton kernel.
+    """
+    from triton.runtime import Autotuner, Heuristics, JITFunction, KernelInterface
+
+    layers: list[tuple[bool, Any]] = []
+    inner = kernel
+    while isinstance(inner, (Autotuner, Heuristics)):
+        layers.append((isinstance(inner, Autotuner), inner))
+        inner = inner.fn
+    if not isinstance(inner, KernelInterface):
+        return None
+    return tuple(layers), inner, isinstance(inner, JITFunction)
+
+
+# Why: an autotuned kernel's launch depends on the config its autotuner chose for the call's
+# key (the values of its ``key`` arguments and the dtypes of the arguments), which Triton
+# 3.6's ``Autotuner.run`` computes inline and keeps in ``Autotuner.cache``; the fast path
+# computes the same key (as ``Autotuner.run`` does) and reads the chosen config, and leaves
+# every call whose key was never tuned to Triton. Public replacement: a public "config for
+# these arguments" on Autotuner.
+
+
+def autotuner_config(autotuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The config ``autotuner.run(*args, **kwargs)`` would launch with, or None if it would
+    benchmark first (a key it has not tuned yet)."""
+    configs = autotuner.configs
+    if len(configs) <= 1:
+        return configs[0]
+    names = autotuner.arg_names
+    given = dict(zip(names, args, strict=False))
+    given.update((k, v) for k, v in kwargs.items() if k in names)
+    key = [given[k] for k in autotuner.keys if k in given]
+    key.extend(str(v.dtype) for v in given.values() if hasattr(v, "dtype"))
+    return autotuner.cache.get(tuple(key))
 
 
 # Why: the direct launch above skips Triton's launch hooks (profilers such as Proton install

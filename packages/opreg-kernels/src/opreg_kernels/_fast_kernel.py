@@ -1,0 +1,177 @@
+"""``fast_launch(kernel)``: a user's Triton kernel launched as cheaply as the shipped ones.
+
+``kernel[grid](*args)`` spends most of its host time before the launch: Triton binds the
+arguments, specialises them, builds a cache key, finds the compiled kernel, re-checks the
+kernel's globals, builds launch metadata and calls the hooks. :class:`FastKernel` keeps each
+compiled kernel under *Triton's own* specialisation of the arguments (computed by the JIT
+function's binder, so dtypes, 16-byte alignment of pointers, integer width, divisibility by
+16 and equality to 1, ``None``, constexprs, defaults and ``do_not_specialize`` all count
+exactly as Triton counts them) and launches it directly. The first call for a
+specialisation, and every call that the fast path does not cover, goes through
+``kernel[grid](...)`` itself, so compilation, caching, autotuning and error messages stay
+Triton's:
+
+- ``@triton.autotune``: the config is the one the autotuner chose for the call's key (read
+  from its cache); a key it has not tuned yet, or a config with a ``pre_hook``, goes
+  through Triton. ``@triton.heuristics`` values are computed on every call, as Triton does.
+- Triton's interpreter, devices other than CUDA, a pre-run hook on the kernel or a launch
+  hook (profilers), arguments Triton's binder refuses, and a failing fast launch (it is
+  retried through Triton, which raises its own error): Triton's path.
+- Tensors that are not plain tensors (``torch.compile`` tracing a compiler-visible op):
+  ``torch.library.wrap_triton(kernel)[grid](...)``, so the kernel enters the graph.
+
+Not re-checked on the fast path: whether a global variable the kernel reads has changed since
+it was compiled (Triton raises then; here the compiled kernel keeps the value it was compiled
+with).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ._availability import triton_interpreted
+from ._private import (
+    autotuner_config,
+    compiled_kernel_launcher,
+    cuda_current_device,
+    cuda_raw_stream,
+    launch_hooks_idle,
+    triton_binder,
+    triton_kernel_layers,
+)
+
+__all__ = ["FastKernel", "fast_launch"]
+
+_Grid = Sequence[int] | Callable[[dict[str, Any]], Sequence[int]]
+
+
+def _traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor argument is not a plain tensor (a fake or functional tensor)."""
+    for value in args:
+        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+            return True
+    return any(isinstance(v, torch.Tensor) and type(v) is not torch.Tensor for v in kwargs.values())
+
+
+class FastKernel:
+    """A ``@triton.jit`` kernel (autotuned or with heuristics, or not) launched through its
+    compiled kernel once Triton has compiled it for a specialisation (module docstring).
+
+    Launch it as the kernel itself: ``fast[grid](*args, **kwargs)``; ``kernel`` is the
+    wrapped kernel, for everything else (``fast.kernel.best_config``, ``warmup``);
+    ``fast_calls`` counts the launches that took the fast path.
+    """
+
+    __slots__ = (
+        "_cache", "_config_kwargs", "_enabled", "_jit", "_layers", "_runtime", "fast_calls",
+        "kernel",
+    )  # fmt: skip
+
+    def __init__(self, kernel: Any) -> None:
+        from triton import knobs
+
+        found = triton_kernel_layers(kernel)
+        if found is None:
+            raise TypeError(
+                "opreg: fast_launch() takes a @triton.jit kernel (under @triton.autotune or "
+                f"@triton.heuristics or not), got {type(kernel).__name__}"
+            )
+        layers, inner, compiled = found
+        self.kernel = kernel
+        self._jit = inner
+        self._layers = layers
+        self._runtime = knobs.runtime
+        self._cache: dict[Any, tuple[Callable[..., None], Any]] = {}
+        self._config_kwargs: dict[Any, dict[str, Any]] = {}
+        self.fast_calls = 0
+        # The interpreter replaces @triton.jit functions by interpreted ones: Triton's path.
+        self._enabled = (
+            compiled
+            and not triton_interpreted()
+            and cuda_raw_stream is not None
+            and cuda_current_device is not None
+        )
+
+    def __getitem__(self, grid: _Grid) -> Callable[..., Any]:
+        """``fast[grid]``: a function that launches the kernel on ``grid`` with its arguments."""
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            return self.run(grid, args, kwargs)
+
+        return launch
+
+    def run(self, grid: _Grid, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Launch on ``grid`` (a tuple of up to 3 sizes, or a function of the arguments by
+        name, as Triton takes it); returns what ``kernel[grid](...)`` returns."""
+        if not self._enabled or cuda_current_device is None or cuda_raw_stream is None:
+            return self.kernel[grid](*args, **kwargs)
+        if _traced(args, kwargs):
+            return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
+        device = cuda_current_device()
+        options = kwargs
+        for is_autotuner, layer in self._layers:
+            if is_autotuner:
+                config = autotuner_config(layer, args, options)
+                if config is None or config.pre_hook is not None:
+                    return self.kernel[grid](*args, **kwargs)  # Triton tunes / runs the hook
+                layer.best_config = config
+                options = {**options, **self._config(config)}
+            else:
+                options = dict(options)
+                for name, heuristic in layer.values.items():
+                    options[name] = heuristic(
+                        {**dict(zip(layer.arg_names, args, strict=False)), **options}
+                    )
+        try:
+            binder = triton_binder(self._jit, device)
+            if binder is None:
+                return self.kernel[grid](*args, **kwargs)
+            bound, specialization, launch_options = binder(*args, **options)
+            key = (device, tuple(specialization), tuple(launch_options.items()))
+            cached = self._cache.get(key)
+        except Exception:  # arguments Triton refuses or cannot hash: Triton's path (its error)
+            return self.kernel[grid](*args, **kwargs)
+        if cached is None or not launch_hooks_idle(self._runtime):
+            compiled = self.kernel[grid](*args, **kwargs)
+            if compiled is not None and cached is None:
+                try:
+                    self._cache[key] = (compiled_kernel_launcher(compiled), compiled)
+                except AttributeError:  # pragma: no cover - a Triton without the interface
+                    self._enabled = False
+            return compiled
+        launch, compiled = cached
+        sizes = grid(bound) if callable(grid) else grid
+        count = len(sizes)
+        try:
+            launch(
+                sizes[0], sizes[1] if count > 1 else 1, sizes[2] if count > 2 else 1,
+                cuda_raw_stream(device), *bound.values(),
+            )  # fmt: skip
+        except Exception:  # nothing was launched: Triton's path raises its own error
+            return self.kernel[grid](*args, **kwargs)
+        self.fast_calls += 1
+        return compiled
+
+    def _config(self, config: Any) -> dict[str, Any]:
+        """``config.all_kwargs()``, built once per config."""
+        kwargs = self._config_kwargs.get(config)
+        if kwargs is None:
+            kwargs = self._config_kwargs[config] = config.all_kwargs()
+        return kwargs
+
+    def clear(self) -> None:
+        """Forget the compiled kernels (the next launch of each goes through Triton)."""
+        self._cache.clear()
+        self._config_kwargs.clear()
+
+
+def fast_launch(kernel: Any) -> FastKernel:
+    """Wrap a ``@triton.jit`` kernel (autotuned or not) so that launching it costs what the
+    shipped ops' launches cost: ``fast_launch(kernel)[grid](*args)`` or as a decorator above
+    ``@triton.jit``/``@triton.autotune``. Results are those of ``kernel[grid](*args)``."""
+    if isinstance(kernel, FastKernel):
+        return kernel
+    return FastKernel(kernel)
