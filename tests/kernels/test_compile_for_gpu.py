@@ -24,6 +24,9 @@ from opreg_kernels.ops.fused_add import triton_kernels as add
 from opreg_kernels.ops.philox import triton_kernels as philox
 
 def build(kernel, types, constexprs, aligned):
+    # Constexprs left out take the kernel's defaults, as in a launch.
+    defaults = {p.name: p.default for p in kernel.params if p.is_constexpr and p.has_default}
+    constexprs = {**defaults, **constexprs}
     names = [n for n in kernel.arg_names if n not in constexprs]
     signature = dict(zip(names, types, strict=True))
     signature.update({name: "constexpr" for name in constexprs})

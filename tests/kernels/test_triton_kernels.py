@@ -94,6 +94,50 @@ def test_philox_vmap_runs_the_batched_triton_launcher(
     assert (normal.cpu() - expected_normal).abs().max().item() <= NORMAL_TOLERANCE
 
 
+#: Candidate variants of the Philox kernels (launch_rows keywords, benchmarks/gpu/sweep_normal.py
+#: times them). PTX-only ones are switched off under the interpreter: tested on CUDA only.
+PHILOX_VARIANTS: list[dict[str, Any]] = [
+    {"mulhi": True},
+    {"cos_poly": True},
+    {"add_sign": True},
+    {"fp_sign": True},
+    {"unmasked": True},
+    {"loop": 2},
+    {"loop": 4, "unmasked": True},
+    {"mulhi": True, "add_sign": True, "fp_sign": True, "loop": 4, "unmasked": True},
+    {"cos_poly": True, "add_sign": True, "loop": 2, "unmasked": True},
+]
+PTX_VARIANTS: list[dict[str, Any]] = [
+    {"fold_neg": True},
+    {"short_series": True},
+    {"fold_neg": True, "short_series": True, "add_sign": True, "unmasked": True, "loop": 4},
+]
+# (rows, n, counter) at block 64: long rows of whole blocks (4 per row) and of a partial one,
+# short rows of a partial block and of whole blocks; counters cross the low word's wrap.
+VARIANT_CASES = [(8, 1024, 2**32 - 5), (8, 1000, 7), (8, 9, 3), (64, 4, 2**40)]
+
+
+@pytest.mark.parametrize(
+    "variant", PHILOX_VARIANTS + PTX_VARIANTS, ids=lambda v: ",".join(f"{k}={v[k]}" for k in v)
+)
+def test_philox_kernel_variants_match_the_fallback(
+    triton_device: torch.device, variant: dict[str, Any]
+) -> None:
+    """Every candidate variant: normals within NORMAL_TOLERANCE of the fallback, uniforms bit
+    for bit, through both kernels, masked (partial blocks) and unmasked stores."""
+    from opreg_kernels.ops.philox import triton_kernels as philox_kernels
+
+    if variant in PTX_VARIANTS and triton_device.type != "cuda":
+        pytest.skip("a PTX-only variant: switched off under the interpreter")
+    for rows, n, counter in VARIANT_CASES:
+        seeds = seeds_on(triton_device, rows)
+        normal = philox_kernels.launch_rows(seeds, n, counter, normal=True, block=64, **variant)
+        expected = philox_normal.fallback(seeds.cpu(), n, counter)
+        assert (normal.cpu() - expected).abs().max().item() <= NORMAL_TOLERANCE, (rows, n)
+        uniform = philox_kernels.launch_rows(seeds, n, counter, normal=False, block=64, **variant)
+        assert torch.equal(uniform.cpu(), philox_uniform.fallback(seeds.cpu(), n, counter))
+
+
 def test_philox_bad_arguments_fail_the_same_way(triton_device: torch.device) -> None:
     with pytest.raises(TypeError, match=r"opreg::philox_uniform.*int64"):
         philox_uniform(torch.tensor([1], dtype=torch.int32, device=triton_device), 4)
