@@ -50,6 +50,25 @@ def test_launch_hooks_idle_only_without_registered_hooks() -> None:
     )
 
 
+def test_direct_cuda_launch_passes_what_tritons_cuda_launcher_passes() -> None:
+    # A CudaLauncher without scratch memory is skipped: its C launcher gets what its own
+    # __call__ would pass it (checked against Triton's __call__ itself, on a stand-in launcher).
+    driver = pytest.importorskip("triton.backends.nvidia.driver")
+    seen: list[tuple[Any, ...]] = []
+    launcher = object.__new__(driver.CudaLauncher)
+    launcher.launch = lambda *args: seen.append(args)
+    launcher.num_ctas = 1
+    launcher.global_scratch_size = launcher.profile_scratch_size = 0
+    launcher.global_scratch_align = launcher.profile_scratch_align = 1
+    launcher.launch_cooperative_grid, launcher.launch_pdl = False, True
+    compiled = SimpleNamespace(run=launcher, function="fn", packed_metadata="meta")
+    _private.compiled_kernel_launcher(compiled)(7, 2, 3, 99, "x", "y")
+    launcher(7, 2, 3, 99, "fn", "meta", None, None, None, "x", "y")  # Triton's own call
+    assert len(seen) == 2 and seen[0] == seen[1]
+    launcher.global_scratch_size = 16  # needs scratch memory: Triton's __call__ allocates it
+    assert _private._direct_cuda_launch(launcher) is None
+
+
 def test_compiled_kernel_launcher_calls_run_in_tritons_argument_order() -> None:
     seen: list[tuple[Any, ...]] = []
     compiled = SimpleNamespace(

@@ -348,6 +348,17 @@ def test_device_guard_switches_to_the_tensors_device_and_back(
     assert seen[-1] == 0 and device_module.log == [1, 0, 1, 0]  # already current: no switch
 
 
+def test_cuda_device_guard_only_with_several_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With one visible GPU the tensors' device is always the current one: no guard per call.
+    monkeypatch.setattr(_dispatch_kernel, "cuda_current_device", lambda: 0)
+    monkeypatch.setattr(_dispatch_kernel, "cuda_set_device", lambda index: None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert _dispatch_kernel._device_switch("cuda") is None
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    switch = _dispatch_kernel._device_switch("cuda")
+    assert switch is not None and switch.current_device() == 0
+
+
 def test_missing_fake_fn_or_triton_fn_names_the_op(ns: str) -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x

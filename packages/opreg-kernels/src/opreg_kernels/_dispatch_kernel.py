@@ -74,6 +74,8 @@ def _device_switch(device_type: str) -> _DeviceSwitch | None:
     if device_type in _UNGUARDED_DEVICE_TYPES:
         return None
     if device_type == "cuda" and cuda_current_device is not None and cuda_set_device is not None:
+        if torch.cuda.device_count() <= 1:  # one visible GPU: it is always the current one
+            return None
         # Cheaper than torch.cuda's functions (see _private); CUDA is initialised by the
         # time a CUDA tensor reaches the kernel.
         return _DeviceSwitch(cuda_current_device, cuda_set_device)

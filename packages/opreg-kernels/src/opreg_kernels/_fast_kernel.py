@@ -50,10 +50,15 @@ _Grid = Sequence[int] | Callable[[dict[str, Any]], Sequence[int]]
 
 def _traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a tensor argument is not a plain tensor (a fake or functional tensor)."""
+    tensor = torch.Tensor
     for value in args:
-        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+        if type(value) is not tensor and isinstance(value, tensor):
             return True
-    return any(isinstance(v, torch.Tensor) and type(v) is not torch.Tensor for v in kwargs.values())
+    if kwargs:
+        for value in kwargs.values():
+            if type(value) is not tensor and isinstance(value, tensor):
+                return True
+    return False
 
 
 class FastKernel:
@@ -111,38 +116,13 @@ class FastKernel:
         if _traced(args, kwargs):
             return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
         device = cuda_current_device()
-        options = kwargs
-        for is_autotuner, layer in self._layers:
-            if is_autotuner:
-                config = autotuner_config(layer, args, options)
-                if config is None or config.pre_hook is not None:
-                    return self.kernel[grid](*args, **kwargs)  # Triton tunes / runs the hook
-                layer.best_config = config
-                options = {**options, **self._config(config)}
-            else:
-                options = dict(options)
-                for name, heuristic in layer.values.items():
-                    options[name] = heuristic(
-                        {**dict(zip(layer.arg_names, args, strict=False)), **options}
-                    )
-        try:
-            binder = triton_binder(self._jit, device)
-            if binder is None:
-                return self.kernel[grid](*args, **kwargs)
-            bound, specialization, launch_options = binder(*args, **options)
-            key = (device, tuple(specialization), tuple(launch_options.items()))
-            cached = self._cache.get(key)
-        except Exception:  # arguments Triton refuses or cannot hash: Triton's path (its error)
-            return self.kernel[grid](*args, **kwargs)
-        if cached is None or not launch_hooks_idle(self._runtime):
+        found = self._lookup(device, args, kwargs)
+        if found is None or found[2] is None or not launch_hooks_idle(self._runtime):
             compiled = self.kernel[grid](*args, **kwargs)
-            if compiled is not None and cached is None:
-                try:
-                    self._cache[key] = (compiled_kernel_launcher(compiled), compiled)
-                except AttributeError:  # pragma: no cover - a Triton without the interface
-                    self._enabled = False
+            if compiled is not None and (found is None or found[2] is None):
+                self._remember(device, args, kwargs, found, compiled)
             return compiled
-        launch, compiled = cached
+        bound, (launch, compiled) = found[1], found[2]
         sizes = grid(bound) if callable(grid) else grid
         count = len(sizes)
         try:
@@ -154,6 +134,50 @@ class FastKernel:
             return self.kernel[grid](*args, **kwargs)
         self.fast_calls += 1
         return compiled
+
+    def _lookup(
+        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any], tuple[Callable[..., None], Any] | None] | None:
+        """``(key, bound arguments, cached launch or None)`` of a launch, or None when the
+        fast path does not cover it (an untuned autotune key, a config ``pre_hook``, a
+        pre-run hook, arguments Triton's binder refuses or a key that cannot be hashed)."""
+        try:
+            options = kwargs
+            for is_autotuner, layer in self._layers:
+                if is_autotuner:
+                    config = autotuner_config(layer, args, options)
+                    if config is None or config.pre_hook is not None:
+                        return None  # Triton tunes first / runs the hook
+                    layer.best_config = config
+                    options = {**options, **self._config(config)}
+                else:  # Heuristics.run, value by value
+                    options = dict(options)
+                    for name, heuristic in layer.values.items():
+                        named = dict(zip(layer.arg_names, args, strict=False))
+                        options[name] = heuristic({**named, **options})
+            binder = triton_binder(self._jit, device)
+            if binder is None:
+                return None
+            bound, specialization, launch_options = binder(*args, **options)
+            key = (device, tuple(specialization), tuple(launch_options.items()))
+            return key, bound, self._cache.get(key)
+        except Exception:  # Triton's own launch raises its own error for these arguments
+            return None
+
+    def _remember(
+        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any], found: Any,
+        compiled: Any,
+    ) -> None:  # fmt: skip
+        """Keep the kernel Triton just compiled (or found) for these arguments; after an
+        autotuner tuned a new key, its config is known now, so the key is looked up again."""
+        if found is None:
+            found = self._lookup(device, args, kwargs)
+            if found is None or found[2] is not None:
+                return
+        try:
+            self._cache[found[0]] = (compiled_kernel_launcher(compiled), compiled)
+        except AttributeError:  # pragma: no cover - a Triton without the launch interface
+            self._enabled = False
 
     def _config(self, config: Any) -> dict[str, Any]:
         """``config.all_kwargs()``, built once per config."""

@@ -64,6 +64,11 @@ _TRITON_INTERNALS = (
     "triton.runtime.Heuristics",
     "triton.runtime.JITFunction",
     "triton.runtime.KernelInterface",
+    "triton.backends.nvidia.driver.CudaLauncher.launch",
+    "triton.backends.nvidia.driver.CudaLauncher.global_scratch_size",
+    "triton.backends.nvidia.driver.CudaLauncher.profile_scratch_size",
+    "triton.backends.nvidia.driver.CudaLauncher.launch_cooperative_grid",
+    "triton.backends.nvidia.driver.CudaLauncher.launch_pdl",
     "triton.runtime.jit.JITFunction.device_caches",
     "triton.runtime.jit.JITFunction.pre_run_hooks",
     "triton.runtime.autotuner.Autotuner.cache",
@@ -125,9 +130,53 @@ def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
     run = compiled.run
     function = compiled.function
     packed = compiled.packed_metadata
+    direct = _direct_cuda_launch(run)
+    if direct is not None:
+        return _bind_direct(direct, function, packed)
 
     def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
         run(grid_x, grid_y, grid_z, stream, function, packed, None, None, None, *args)
+
+    return launch
+
+
+# Why: on NVIDIA GPUs ``CompiledKernel.run`` is a ``CudaLauncher`` whose ``__call__`` (Python)
+# allocates scratch memory when the kernel needs some, then calls the compiled C launcher with
+# the launch attributes it stored (cooperative grid, PDL) and the scratch pointers: about 2 us
+# of host time per launch, mostly building a closure. For a kernel without scratch memory the
+# C launcher is called directly with the same arguments ``__call__`` passes (Triton 3.6:
+# grid x/y/z, stream, function, cooperative, pdl, global scratch, profile scratch, then
+# packed metadata, launch metadata, enter hook, exit hook and the kernel's arguments).
+# Public replacement: none (a public "launch this compiled kernel" API).
+
+
+def _direct_cuda_launch(run: Any) -> tuple[Callable[..., None], bool, bool] | None:
+    """``(C launcher, cooperative, pdl)`` of a CUDA launcher without scratch memory, or None
+    (other backends, kernels that need scratch memory, other Triton versions)."""
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+    except Exception:  # no NVIDIA backend in this Triton
+        return None
+    if type(run) is not CudaLauncher:
+        return None
+    try:
+        if run.global_scratch_size > 0 or run.profile_scratch_size > 0:
+            return None
+        return run.launch, bool(run.launch_cooperative_grid), bool(run.launch_pdl)
+    except AttributeError:
+        return None
+
+
+def _bind_direct(
+    direct: tuple[Callable[..., None], bool, bool], function: Any, packed: Any
+) -> Callable[..., None]:
+    c_launch, cooperative, pdl = direct
+
+    def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
+        c_launch(
+            grid_x, grid_y, grid_z, stream, function, cooperative, pdl, None, None, packed,
+            None, None, None, *args,
+        )  # fmt: skip
 
     return launch
 

@@ -1,0 +1,330 @@
+"""Host cost of a *user's* Triton op: opreg's own cost over the user's launcher, and what
+``opreg_kernels.fast_launch`` gains (issue #13, part 3). Needs CUDA.
+
+    python benchmarks/bench_user_kernels.py [--calls 5000] [--repeats 7] [--json out.json]
+
+Three user ops, as a user writes them (kernels below, tiny inputs so the host is the limit):
+
+- ``add``: a plain ``@triton.jit`` kernel, op registered ``differentiable=False``;
+- ``rms_norm``: an autotuned forward (``@triton.autotune`` + ``@triton.heuristics``) whose
+  backward is another Triton op (examples/triton_rmsnorm.py's pattern), ``w`` requires grad;
+- ``softmax``: a plain kernel per row, backward in PyTorch.
+
+Each op exists twice: its launcher calls ``kernel[grid](...)`` ("plain") or
+``fast_launch(kernel)[grid](...)`` ("fast"). Rows: the launcher called directly, the op, and
+for the differentiable ops a bare ``torch.autograd.Function`` around the plain launcher (what
+recording for autograd costs without opreg), in grad mode and under ``torch.inference_mode``.
+Ratios, all in this run: ``op / launcher`` of the same flavour (opreg's own cost; target
+<= 1.15) and ``vs plain launcher`` (the user's original ``kernel[grid]`` launcher; target for
+the fast op <= 1.0). The shipped ``fused_add`` launcher (hand-keyed fast launch) is compared
+with the same kernel through ``fast_launch``. Median of ``--repeats`` runs of ``--calls``
+calls; the GPU is synchronised between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from opreg_kernels import fast_launch, register_triton_op
+
+Row = dict[str, Any]
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (1, 2, 4, 8)], key=["n_cols"])
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
+@triton.jit  # type: ignore[untyped-decorator]
+def _rms_fwd(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
+@triton.jit  # type: ignore[untyped-decorator]
+def _rms_bwd(g_ptr, x_ptr, w_ptr, dx_ptr, dw_rows_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    g = tl.load(g_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    gw = g * w
+    dx = rstd * gw - x * (rstd * rstd * rstd) * (tl.sum(gw * x, axis=0) / n_cols)
+    tl.store(dx_ptr + row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dw_rows_ptr + row + cols, g * x * rstd, mask=mask)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def build(flavour: str) -> dict[str, Any]:
+    """The three user ops and their launchers, launching ``kernel[grid]`` or through
+    ``fast_launch`` (``flavour`` "plain" or "fast")."""
+    wrap: Callable[[Any], Any] = fast_launch if flavour == "fast" else (lambda kernel: kernel)
+    add_k, fwd_k, bwd_k, soft_k = (
+        wrap(k) for k in (_add_kernel, _rms_fwd, _rms_bwd, _softmax_kernel)
+    )
+    ns = f"bench_user_{flavour}"
+
+    def add_launcher(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_k[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+        return out
+
+    def add_ref(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    add = register_triton_op(
+        name=f"{ns}::add", fake_fn=lambda x, y: torch.empty_like(x), triton_fn=add_launcher,
+        differentiable=False,
+    )(add_ref)  # fmt: skip
+
+    def bwd_launcher(
+        g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        g2, x2 = g.contiguous().view(-1, x.shape[-1]), x.contiguous().view(-1, x.shape[-1])
+        dx = torch.empty_like(x2)
+        dw_rows = torch.empty(x2.shape, dtype=torch.float32, device=x.device)
+        bwd_k[(x2.shape[0],)](g2, x2, w.contiguous(), dx, dw_rows, x2.shape[1], eps)
+        return dx.view(x.shape), dw_rows.sum(0).to(w.dtype)
+
+    def rms_backward_ref(
+        g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x32, gw = x.float(), (g * w).float()
+        rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        dx = rstd * gw - x32 * rstd.pow(3) * (gw * x32).mean(-1, keepdim=True)
+        dw = (g.float() * x32 * rstd).reshape(-1, x.shape[-1]).sum(0)
+        return dx.to(x.dtype), dw.to(w.dtype)
+
+    rms_bwd = register_triton_op(
+        name=f"{ns}::rms_norm_backward",
+        fake_fn=lambda g, x, w, eps: (x.new_empty(x.shape), w.new_empty(w.shape)),
+        triton_fn=bwd_launcher,
+    )(rms_backward_ref)
+
+    def rms_launcher(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        x2 = x.contiguous().view(-1, x.shape[-1])
+        y = torch.empty_like(x2)
+        fwd_k[(x2.shape[0],)](x2, w.contiguous(), y, x2.shape[1], eps)
+        return y.view(x.shape)
+
+    def rms_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, w, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.eps = eps
+
+    def rms_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        dx, dw = rms_bwd(g, x, w, ctx.eps)
+        return dx, dw, None
+
+    def rms_ref(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)
+
+    rms = register_triton_op(
+        name=f"{ns}::rms_norm", fake_fn=lambda x, w, eps: x.new_empty(x.shape),
+        triton_fn=rms_launcher, setup_context=rms_setup, backward=rms_backward,
+    )(rms_ref)  # fmt: skip
+
+    def soft_launcher(x: torch.Tensor) -> torch.Tensor:
+        x2 = x.contiguous().view(-1, x.shape[-1])
+        y = torch.empty_like(x2)
+        soft_k[(x2.shape[0],)](x2, y, x2.shape[1], BLOCK=triton.next_power_of_2(x2.shape[1]))
+        return y.view(x.shape)
+
+    def soft_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(output)
+
+    def soft_backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(-1, keepdim=True))
+
+    def soft_ref(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1)
+
+    soft = register_triton_op(
+        name=f"{ns}::softmax", fake_fn=lambda x: x.new_empty(x.shape), triton_fn=soft_launcher,
+        setup_context=soft_setup, backward=soft_backward,
+    )(soft_ref)  # fmt: skip
+    return {
+        "add": (add, add_launcher), "rms_norm": (rms, rms_launcher),
+        "softmax": (soft, soft_launcher),
+    }  # fmt: skip
+
+
+def autograd_function(launcher: Callable[..., Any], setup: Callable[..., Any]) -> Any:
+    """A plain ``torch.autograd.Function`` around a launcher: recording without opreg."""
+
+    class Recorded(torch.autograd.Function):
+        @staticmethod
+        def forward(*args: Any) -> Any:
+            return launcher(*args)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            setup(ctx, inputs, output)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            raise NotImplementedError
+
+    return Recorded.apply
+
+
+def host_us(fn: Callable[[], Any], calls: int, repeats: int) -> float:
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("needs CUDA")
+    plain, fast = build("plain"), build("fast")
+    x = torch.randn(16, device="cuda")
+    xr = torch.randn(4, 64, device="cuda")
+    w = torch.randn(64, device="cuda", requires_grad=True)
+    wi = w.detach()
+    eps = 1e-6
+    # Correctness first: both flavours equal PyTorch, forward and backward.
+    for ops in (plain, fast):
+        torch.testing.assert_close(ops["add"][0](x, x), 2 * x)
+        out = ops["rms_norm"][0](xr, w, eps)
+        torch.testing.assert_close(out, torch.nn.functional.rms_norm(xr, (64,), wi, eps))
+        (gw,) = torch.autograd.grad(out.sum(), w)
+        wr = wi.clone().requires_grad_()
+        (gr,) = torch.autograd.grad(torch.nn.functional.rms_norm(xr, (64,), wr, eps).sum(), wr)
+        torch.testing.assert_close(gw, gr, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(ops["softmax"][0](xr), torch.softmax(xr, -1))
+
+    def rms_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(inputs[0], inputs[1])
+
+    def soft_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(output)
+
+    xs = xr.detach().requires_grad_()
+    cases: list[tuple[str, str, str, Callable[[], Any]]] = []
+    for op_name, call_args, grad_args in (
+        ("add", (x, x), None),
+        ("rms_norm", (xr, w, eps), (xr, wi, eps)),
+        ("softmax", (xs,), (xr,)),
+    ):
+        for mode in ("grad", "inference") if grad_args is not None else ("-",):
+            a = call_args if mode != "inference" else grad_args
+            for flavour, ops in (("plain", plain), ("fast", fast)):
+                op, launcher = ops[op_name]
+                cases.append(
+                    (op_name, mode, f"{flavour} launcher", lambda fn=launcher, a=a: fn(*a))
+                )
+                cases.append((op_name, mode, f"{flavour} op", lambda o=op, a=a: o(*a)))
+            if mode == "grad":
+                setup = rms_setup if op_name == "rms_norm" else soft_setup
+                fn = autograd_function(plain[op_name][1], setup)
+                cases.append(
+                    (op_name, mode, "autograd.Function(plain launcher)", lambda f=fn, a=a: f(*a))
+                )
+    # The shipped fused_add: its hand-keyed fast launch vs the same kernel through fast_launch.
+    from opreg_kernels.ops.fused_add import triton_kernels as shipped
+
+    generic = fast_launch(shipped._add_kernel)
+
+    def shipped_generic(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(a)
+        n = a.numel()
+        generic[(triton.cdiv(n, shipped.DEFAULT_BLOCK),)](
+            a, b, out, n, WIDE=False, BLOCK=shipped.DEFAULT_BLOCK, EVICT=shipped.DEFAULT_EVICT,
+            num_warps=shipped.DEFAULT_NUM_WARPS,
+        )  # fmt: skip
+        return out
+
+    def shipped_plain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(a)
+        n = a.numel()
+        shipped._add_kernel[(triton.cdiv(n, shipped.DEFAULT_BLOCK),)](
+            a, b, out, n, WIDE=False, BLOCK=shipped.DEFAULT_BLOCK, EVICT=shipped.DEFAULT_EVICT,
+            num_warps=shipped.DEFAULT_NUM_WARPS,
+        )  # fmt: skip
+        return out
+
+    torch.testing.assert_close(shipped_generic(x, x), shipped.launch(x, x))
+    cases += [
+        ("fused_add (shipped)", "-", "plain launcher", lambda: shipped_plain(x, x)),
+        ("fused_add (shipped)", "-", "hand-keyed launcher", lambda: shipped.launch(x, x)),
+        ("fused_add (shipped)", "-", "fast launcher", lambda: shipped_generic(x, x)),
+    ]
+    rows: list[Row] = []
+    for op_name, mode, how, fn in cases:
+        if mode == "inference":
+            with torch.inference_mode():
+                us = host_us(fn, args.calls, args.repeats)
+        else:
+            us = host_us(fn, args.calls, args.repeats)
+        rows.append({"op": op_name, "mode": mode, "call": how, "us": us})
+    by = {(r["op"], r["mode"], r["call"]): r["us"] for r in rows}
+    for r in rows:
+        plain_launcher = by.get((r["op"], r["mode"], "plain launcher"))
+        flavour = r["call"].split()[0]
+        own = by.get((r["op"], r["mode"], f"{flavour} launcher"))
+        r["op / its launcher"] = r["us"] / own if r["call"].endswith(" op") and own else None
+        r["vs plain launcher"] = r["us"] / plain_launcher if plain_launcher else None
+    print("\n| op | mode | call | us/call | op / its launcher | vs plain launcher |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = "" if r["op / its launcher"] is None else f"{r['op / its launcher']:.2f}"
+        print(
+            f"| {r['op']} | {r['mode']} | {r['call']} | {r['us']:.1f} | {ratio} | "
+            f"{r['vs plain launcher']:.2f} |"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"calls": args.calls, "repeats": args.repeats, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
