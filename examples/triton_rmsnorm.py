@@ -8,12 +8,15 @@ Every result is compared with PyTorch and the script exits non-zero on a mismatc
 The pattern (docs/triton.md, "Autotuned kernels and Triton backwards"):
 
 1. the forward kernel, ``@triton.autotune`` over launch configs, with ``@triton.heuristics``
-   for the block size (one program per row, the whole row in one block);
-2. the backward kernel, plain ``@triton.jit``;
+   for the block size (one program per row, the whole row in one block), wrapped in
+   ``fast_launch`` so that a launch costs what the shipped ops' launches cost;
+2. the backward kernel, ``@triton.heuristics`` + ``@triton.jit``, also through ``fast_launch``;
 3. the backward registered as its own op (``register_triton_op``), with a PyTorch fallback:
    a backward that launched Triton itself would fail under ``torch.func.grad``, ``vmap`` of
    it and ``torch.compile`` (opreg refuses it there, naming the op);
-4. the forward op, whose ``backward`` calls the backward op;
+4. the forward op, whose ``backward`` calls the backward op; both ops are registered with
+   ``compiler_visible=True``, so on CUDA ``torch.compile`` sees the Triton kernels themselves
+   (a ``fast_launch`` kernel launches through ``torch.library.wrap_triton`` when traced);
 5. use: eager, ``torch.func.grad``, ``torch.compile``, and on CUDA a CUDA graph capture after
    one warm-up call (the first call tunes; tuning cannot happen inside a capture).
 """
@@ -28,10 +31,11 @@ import torch
 import triton
 import triton.language as tl
 
-from opreg_kernels import register_triton_op, triton_kernel_info
+from opreg_kernels import fast_launch, register_triton_op, triton_kernel_info
 
 
 # 1. the forward kernel: y = x / sqrt(mean(x^2) + eps) * w, one program per row
+@fast_launch
 @triton.autotune(
     configs=[triton.Config({}, num_warps=w) for w in (1, 2, 4, 8)],
     key=["n_cols"],  # tune again for each row length
@@ -49,6 +53,7 @@ def _rms_norm_fwd(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
 
 
 # 2. the backward kernel: dx per row, and each row's share of dw (summed by the launcher)
+@fast_launch
 @triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
 @triton.jit
 def _rms_norm_bwd(g_ptr, x_ptr, w_ptr, dx_ptr, dw_rows_ptr, n_cols, eps, BLOCK: tl.constexpr):
@@ -91,6 +96,7 @@ def _fake_backward(
     name="rmsnorm_example::rms_norm_backward",
     fake_fn=_fake_backward,
     triton_fn=rms_norm_backward_launcher,
+    compiler_visible=True,
 )
 def rms_norm_backward(
     g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float
@@ -130,6 +136,7 @@ def _backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, No
     triton_fn=rms_norm_launcher,
     setup_context=_setup,
     backward=_backward,
+    compiler_visible=True,
 )
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x^2, -1) + eps) * w, in PyTorch (the fallback off the Triton devices)."""
@@ -163,7 +170,8 @@ def main() -> None:
     torch.testing.assert_close(dx, xr.grad)
     torch.testing.assert_close(dw, wr.grad, rtol=1e-4, atol=1e-4)
 
-    # torch.compile: the ops stay whole operators in the graph
+    # torch.compile: on CUDA the graph holds the Triton kernels themselves (compiler-visible
+    # ops); elsewhere the ops stay whole operators and run what eager runs
     compiled = torch.compile(lambda x, w: rms_norm(x, w, eps) * 2, fullgraph=True)
     torch.testing.assert_close(compiled(x, w), expected * 2)
 
@@ -178,7 +186,10 @@ def main() -> None:
     print(
         f"rms_norm on {device}: forward, grad, compile" + (", capture" if device == "cuda" else "")
     )
-    print("  forward config chosen:", _rms_norm_fwd.best_config)
+    print("  forward config chosen:", _rms_norm_fwd.kernel.best_config)
+    print(
+        "  fast launches (forward, backward):", _rms_norm_fwd.fast_calls, _rms_norm_bwd.fast_calls
+    )
 
 
 if __name__ == "__main__":

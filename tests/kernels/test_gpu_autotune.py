@@ -9,6 +9,7 @@ kernel is compiled or tuned before the case starts.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -179,3 +180,5 @@ def test_the_rmsnorm_example_on_cuda() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "rms_norm on cuda: forward, grad, compile, capture" in proc.stdout
+    launches = re.search(r"fast launches \(forward, backward\): (\d+) (\d+)", proc.stdout)
+    assert launches is not None and min(map(int, launches.groups())) > 0, proc.stdout
