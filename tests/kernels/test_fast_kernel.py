@@ -240,6 +240,32 @@ def test_compiler_visible_op_with_fast_launcher(cuda: torch.device, ns: str) -> 
     assert "scale_kernel" in "\n".join(codes)  # the kernel itself, not an opaque op call
 
 
+def test_two_gpus_each_get_their_own_compiled_kernel(cuda: torch.device, ns: str) -> None:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    fast = fast_launch(k.scale_kernel)
+
+    def launcher(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        fast[_grid(x.numel())](x, out, x.numel(), BLOCK=BLOCK)
+        return out
+
+    @register_triton_op(
+        name=f"{ns}::double_on", fake_fn=torch.empty_like, triton_fn=launcher,
+        differentiable=False,
+    )  # fmt: skip
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    torch.cuda.set_device(0)
+    for _ in range(3):  # alternate devices while cuda:0 stays current: the guard switches
+        for index in (1, 0):
+            x = torch.randn(1000, device=f"cuda:{index}")
+            torch.testing.assert_close(op(x), 2 * x)
+    assert torch.cuda.current_device() == 0
+    assert fast.fast_calls == 4  # two compilations (one per device), then fast launches
+
+
 # -- everywhere: the wrapper itself ---------------------------------------------------------
 
 
