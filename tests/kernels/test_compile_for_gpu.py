@@ -44,16 +44,20 @@ def build(kernel, types, constexprs, aligned):
 
 results = {}
 philox_types = ["*i64", "*fp32", "i32", "i32", "i32", "i32", "i32"]
-for kernel in (philox._philox_long_rows_kernel, philox._philox_short_rows_kernel):
+loops = [(philox._philox_long_rows_kernel, {"LOOP": philox.DEFAULT_LOOP}),
+         (philox._philox_short_rows_kernel, {})]
+for kernel, loop in loops:
     for normal in (False, True):
         for wide in (False, True):
             for fast in (False, True):
-                for ptx in (False, True) if normal else (False,):
-                    key = (f"{kernel.fn.__name__} normal={normal} wide={wide} fast_sincos={fast} "
-                           f"ptx_math={ptx}")
-                    constexprs = {"NORMAL": normal, "WIDE": wide, "FAST_SINCOS": fast,
-                                  "PTX_MATH": ptx, "BLOCK": philox.DEFAULT_BLOCK}
-                    results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
+                for masked in (False, True):
+                    for ptx in (False, True) if normal else (False,):
+                        key = (f"{kernel.fn.__name__} normal={normal} wide={wide} "
+                               f"fast_sincos={fast} masked={masked} ptx_math={ptx}")
+                        constexprs = {"NORMAL": normal, "WIDE": wide, "FAST_SINCOS": fast,
+                                      "PTX_MATH": ptx, "MASKED": masked,
+                                      "BLOCK": philox.DEFAULT_BLOCK, **loop}
+                        results[key] = build(kernel, philox_types, constexprs, aligned=(0, 1, 2))
 for dtype in ("fp32", "fp16", "bf16", "fp64", "i32", "i64"):
     for wide in (False, True):
         types = [f"*{dtype}"] * 3 + ["i64" if wide else "i32"]
@@ -80,7 +84,7 @@ def compiled() -> dict[str, Any]:
 
 
 def test_every_kernel_variant_compiles_to_a_cubin(compiled: dict[str, Any]) -> None:
-    assert len(compiled) == 2 * (4 + 8) + 12
+    assert len(compiled) == 2 * 2 * (4 + 8) + 12  # philox: 2 kernels, masked or not
     for key, result in compiled.items():
         assert result["cubin"] > 0, key
 

@@ -9,8 +9,10 @@ accuracy of the device's log/sqrt/sin/cos.
 
 Two grids produce the same values. Long rows (at least ``block`` Philox calls)
 give each program a chunk of one row, so the key is a per-program scalar and no
-per-element division is needed; short rows use a flat grid over all
-(row, call) pairs, so that many tiny rows still fill whole blocks.
+per-element division is needed, and each program computes ``loop`` blocks one
+after the other; short rows use a flat grid over all (row, call) pairs, so that
+many tiny rows still fill whole blocks. Where the grid covers the output
+exactly, the stores are unmasked.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .reference import (
 
 __all__ = [
     "DEFAULT_BLOCK",
+    "DEFAULT_LOOP",
     "DEFAULT_NUM_WARPS",
     "launch_normal",
     "launch_normal_batched",
@@ -51,8 +54,9 @@ _SCALE: tl.constexpr = tl.constexpr(UNIFORM_SCALE)
 _TWO_PI: tl.constexpr = tl.constexpr(TWO_PI_F32)
 _MIN_U1: tl.constexpr = tl.constexpr(BOX_MULLER_MIN_U1)
 
-#: Philox calls (4 outputs each) per program, and warps per program: 8 calls per thread (the
-#: best of the sweep in ``benchmarks/bench_kernels.py`` on an H200, uniforms and normals).
+#: Philox calls (4 outputs each) per block (a short-row program), and warps per program: 8
+#: calls per thread (the best of the sweeps in ``benchmarks/bench_kernels.py`` and
+#: ``benchmarks/gpu/sweep_normal.py`` on an H200).
 DEFAULT_BLOCK = 1024
 DEFAULT_NUM_WARPS = 4
 #: Box-Muller's sin/cos from one shared range reduction, a short polynomial for sin and
@@ -62,29 +66,10 @@ DEFAULT_FAST_SINCOS = True
 #: series near u1 = 1 where its absolute error would dominate) and a two-part reduction by
 #: fused multiply-adds. Never under the interpreter or on ROCm (libdevice log, three parts).
 DEFAULT_PTX_MATH = True
-#: Candidate variants of the normal kernel, all off (the ops run the defaults above); each is a
-#: launch_rows keyword for ``benchmarks/gpu/sweep_normal.py`` to time on a GPU:
-#: ``mulhi``: Philox's products as ``umulhi`` and a 32-bit low product, not one 64-bit product.
-DEFAULT_MULHI = False
-#: ``fold_neg``: Box-Muller's ``1 - sin^2`` as ``fma(sin * -1, sin, 1)`` (``-sin`` is ``0 - sin``
-#: in Triton, one more instruction; ``* -1`` becomes a negated fma operand). Same values.
-DEFAULT_FOLD_NEG = False
-#: ``short_series``: four terms of the log series near u1 = 1 instead of five (PTX math only).
-DEFAULT_SHORT_SERIES = False
-#: ``cos_poly``: cos from its own polynomial instead of sqrt(1 - sin^2) (no second sqrt).
-DEFAULT_COS_POLY = False
-#: ``unmasked``: stores without a mask where the launch covers the output exactly (every row
-#: a whole number of blocks of 4 * block values, or a flat grid of whole blocks of 4-value rows).
-DEFAULT_UNMASKED = False
-#: ``add_sign``: the quadrant's sign of x as an integer add of ``q0 << 31`` (one multiply-add
-#: on the FMA pipe) instead of a shift and an xor (two integer-pipe instructions). Same values.
-DEFAULT_ADD_SIGN = False
-#: ``fp_sign``: the quadrant's sign of r from the float ``q * (q - 5) + 5.25`` (negative exactly
-#: for q = 2, 3): two FMA-pipe instructions instead of an integer shift. Same values.
-DEFAULT_FP_SIGN = False
-#: ``loop``: long-row programs compute ``loop`` blocks one after the other (the row/chunk
-#: division, the seed load and the program start paid once per ``loop * block`` calls).
-DEFAULT_LOOP = 1
+#: Blocks of ``block`` calls per long-row program, one after the other (the row/chunk
+#: division, the seed load and the program start paid once per ``loop * block`` calls): the
+#: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
+DEFAULT_LOOP = 4
 _INT32_LIMIT = 2**31
 
 # sin on |x| <= pi/4 (Cephes sinf minimax coefficients, ~1 ulp there); pi/2 as the float32
@@ -103,48 +88,32 @@ _PIO2_2: tl.constexpr = tl.constexpr(4.837512969970703125e-4)
 _PIO2_3: tl.constexpr = tl.constexpr(7.54978995489188216e-8)
 _TWO_OVER_PI: tl.constexpr = tl.constexpr(0.6366197723675814)
 # -2*ln(u1) = -2*ln(2) * log2(u1); below t = 1 - u1 < 1/32 the series 2t + t^2 + 2t^3/3 + t^4/2
-# + 2t^5/5 (relative truncation error < t^5/6 = 5e-9) replaces the hardware log2, whose
-# absolute error (~1e-7) would become a large relative error of r there.
+# (relative truncation error < t^4/(5(1 - t)) = 2e-7 of r^2, 1e-7 of r, 2.5e-8 absolute)
+# replaces the hardware log2, whose absolute error (~1e-7) would become a large relative
+# error of r there.
 _NEG_TWO_LN2: tl.constexpr = tl.constexpr(-1.3862943611198906)
 _SERIES_BELOW: tl.constexpr = tl.constexpr(0.03125)
 _TWO_THIRDS: tl.constexpr = tl.constexpr(0.6666666666666666)
-# cos on |x| <= pi/4: 1 + z * (-1/2 + z * (C1 + z * (C2 + z * C3))) (Cephes cosf coefficients).
-_C1: tl.constexpr = tl.constexpr(4.166664568298827e-2)
-_C2: tl.constexpr = tl.constexpr(-1.388731625493765e-3)
-_C3: tl.constexpr = tl.constexpr(2.443315711809948e-5)
-_M0_U32: tl.constexpr = tl.constexpr(PHILOX_M0)
-_M1_U32: tl.constexpr = tl.constexpr(PHILOX_M1)
 
 
 @triton.jit
-def _philox4x32_10(c0, c1, c2, c3, k0, k1, MULHI: tl.constexpr = False):
+def _philox4x32_10(c0, c1, c2, c3, k0, k1):
     """Ten Philox rounds on uint32 words; the key is bumped between rounds.
 
-    The 32x32->64-bit products compile to one wide multiply each (hi and lo words), or with
-    ``MULHI`` to a high-word multiply (``umulhi``) and a 32-bit low product.
+    Each 32x32->64-bit product compiles to one wide multiply (hi and lo words).
     """
     for i in tl.static_range(10):
         if i > 0:
             k0 = k0 + _W0
             k1 = k1 + _W1
-        if MULHI:
-            m0 = tl.full(c0.shape, _M0_U32, tl.uint32)
-            m1 = tl.full(c2.shape, _M1_U32, tl.uint32)
-            c0, c1, c2, c3 = (
-                tl.umulhi(c2, m1) ^ c1 ^ k0,
-                c2 * m1,
-                tl.umulhi(c0, m0) ^ c3 ^ k1,
-                c0 * m0,
-            )
-        else:
-            p0 = c0.to(tl.uint64) * _M0
-            p1 = c2.to(tl.uint64) * _M1
-            c0, c1, c2, c3 = (
-                (p1 >> 32).to(tl.uint32) ^ c1 ^ k0,
-                p1.to(tl.uint32),
-                (p0 >> 32).to(tl.uint32) ^ c3 ^ k1,
-                p0.to(tl.uint32),
-            )
+        p0 = c0.to(tl.uint64) * _M0
+        p1 = c2.to(tl.uint64) * _M1
+        c0, c1, c2, c3 = (
+            (p1 >> 32).to(tl.uint32) ^ c1 ^ k0,
+            p1.to(tl.uint32),
+            (p0 >> 32).to(tl.uint32) ^ c3 ^ k1,
+            p0.to(tl.uint32),
+        )
     return c0, c1, c2, c3
 
 
@@ -154,23 +123,13 @@ def _uniform(word):
 
 
 @triton.jit
-def _polar(
-    r,
-    theta,
-    PTX_MATH: tl.constexpr,
-    FOLD_NEG: tl.constexpr = False,
-    COS_POLY: tl.constexpr = False,
-    ADD_SIGN: tl.constexpr = False,
-    FP_SIGN: tl.constexpr = False,
-):
+def _polar(r, theta, PTX_MATH: tl.constexpr):
     """``(r * cos(theta), r * sin(theta))`` for ``0 <= theta < 2*pi`` and ``r >= 0``.
 
     One reduction ``theta = x + q*pi/2`` with ``|x| <= pi/4``, one polynomial for sin(x), and
-    cos(x) = sqrt(1 - sin(x)**2) (cos(x) >= 0.7 there; or with ``COS_POLY`` a polynomial of
-    its own; ``FOLD_NEG``, ``ADD_SIGN``, ``FP_SIGN``: see their ``DEFAULT_*``). The quadrant
-    costs no selects of signs: with ``x' = (-1)**q0 * x`` and ``r' = (-1)**q1 * r`` (q1 q0:
-    q's two low bits), ``(cos, sin)(theta) * r = r' * (c, s)(x')`` for even q and
-    ``r' * (s, c)(x')`` for odd q.
+    cos(x) = sqrt(1 - sin(x)**2) (cos(x) >= 0.7 there). The quadrant costs no selects of
+    signs: with ``x' = (-1)**q0 * x`` and ``r' = (-1)**q1 * r`` (q1 q0: q's two low bits),
+    ``(cos, sin)(theta) * r = r' * (c, s)(x')`` for even q and ``r' * (s, c)(x')`` for odd q.
     """
     # Adding 1.5 * 2**23 rounds to an integer, kept in the low mantissa bits (the quadrant).
     k = theta * _TWO_OVER_PI + _ROUND_MAGIC
@@ -183,46 +142,30 @@ def _polar(
         x = theta - q * _PIO2_1
         x = x - q * _PIO2_2
         x = x - q * _PIO2_3
-    if ADD_SIGN:  # adding 2**31 flips the sign bit too: one integer multiply-add
-        x = (x.to(tl.int32, bitcast=True) + (bits << 31)).to(tl.float32, bitcast=True)
-    else:
-        x = (x.to(tl.int32, bitcast=True) ^ (bits << 31)).to(tl.float32, bitcast=True)
-    if FP_SIGN:  # q*(q-5) + 5.25 = (q-2.5)**2 - 1 < 0 exactly for q = 2, 3 (of 0..4)
-        flip = tl.fma(q, k - (_ROUND_MAGIC + 5.0), 5.25).to(tl.int32, bitcast=True) & _SIGN_BIT
-    else:
-        flip = (bits << 30) & _SIGN_BIT
+    # Adding q0 * 2**31 flips the sign bit: one integer multiply-add (FMA pipe), where a shift
+    # and an xor would be two integer-pipe instructions.
+    x = (x.to(tl.int32, bitcast=True) + (bits << 31)).to(tl.float32, bitcast=True)
+    flip = (bits << 30) & _SIGN_BIT
     r = (r.to(tl.int32, bitcast=True) ^ flip).to(tl.float32, bitcast=True)
     z = x * x
     sin_x = x + x * z * (_S1 + z * (_S2 + z * _S3))
-    if COS_POLY:
-        cos_x = 1.0 + z * (-0.5 + z * (_C1 + z * (_C2 + z * _C3)))
-    elif PTX_MATH and FOLD_NEG:  # times -1 is an fneg, which the fma takes as a negated operand
-        cos_x = tl.sqrt(tl.fma(sin_x * -1.0, sin_x, 1.0))
-    elif PTX_MATH:
-        cos_x = tl.sqrt(tl.fma(-sin_x, sin_x, 1.0))
-    else:
-        cos_x = tl.sqrt(1.0 - sin_x * sin_x)
+    # With PTX: times -1 is an fneg the fma takes as a negated operand (-s is 0 - s: one more).
+    cos2 = tl.fma(sin_x * -1.0, sin_x, 1.0) if PTX_MATH else 1.0 - sin_x * sin_x
+    cos_x = tl.sqrt(cos2)
     odd = (bits & 1) != 0
     return r * tl.where(odd, sin_x, cos_x), r * tl.where(odd, cos_x, sin_x)
 
 
 @triton.jit
-def _radius(word, PTX_MATH: tl.constexpr, SHORT_SERIES: tl.constexpr = False):
-    """Box-Muller's ``r = sqrt(-2 * ln(max(u1, MIN_U1)))`` of the uniform ``u1`` of ``word``.
-
-    ``SHORT_SERIES`` drops the series' last term: relative error below t^4/5 = 2e-7 of r^2
-    for t < 1/32 (1e-7 of r, 2.5e-8 absolute), against 5e-9 with five terms.
-    """
+def _radius(word, PTX_MATH: tl.constexpr):
+    """Box-Muller's ``r = sqrt(-2 * ln(max(u1, MIN_U1)))`` of the uniform ``u1`` of ``word``."""
     u1 = tl.maximum(_uniform(word), _MIN_U1)
     if PTX_MATH:
         log2_u1 = tl.inline_asm_elementwise(
             "lg2.approx.ftz.f32 $0, $1;", "=r,r", [u1], dtype=tl.float32, is_pure=True, pack=1
         )
         t = 1.0 - u1  # exact
-        if SHORT_SERIES:
-            series = t * (2.0 + t * (1.0 + t * (_TWO_THIRDS + t * 0.5)))
-        else:
-            series = t * (2.0 + t * (1.0 + t * (_TWO_THIRDS + t * (0.5 + t * 0.4))))
+        series = t * (2.0 + t * (1.0 + t * (_TWO_THIRDS + t * 0.5)))
         r2 = tl.where(t < _SERIES_BELOW, series, log2_u1 * _NEG_TWO_LN2)
     else:
         r2 = -2.0 * tl.log(u1)
@@ -230,24 +173,14 @@ def _radius(word, PTX_MATH: tl.constexpr, SHORT_SERIES: tl.constexpr = False):
 
 
 @triton.jit
-def _box_muller(
-    word1,
-    word2,
-    FAST_SINCOS: tl.constexpr,
-    PTX_MATH: tl.constexpr,
-    FOLD_NEG: tl.constexpr,
-    SHORT_SERIES: tl.constexpr,
-    COS_POLY: tl.constexpr,
-    ADD_SIGN: tl.constexpr,
-    FP_SIGN: tl.constexpr,
-):
+def _box_muller(word1, word2, FAST_SINCOS: tl.constexpr, PTX_MATH: tl.constexpr):
     """The two normals of the uniform pair of Philox words ``word1``, ``word2``."""
-    r = _radius(word1, PTX_MATH, SHORT_SERIES)
+    r = _radius(word1, PTX_MATH)
     # u2 * TWO_PI in one product: u2 = (word2 >> 8) * 2**-24 is exact, and scaling by a power
     # of two does not change rounding, so this equals the fallback's float32 u2 * TWO_PI.
     theta = (word2 >> 8).to(tl.float32) * _TWO_PI_SCALED
     if FAST_SINCOS:
-        return _polar(r, theta, PTX_MATH, FOLD_NEG, COS_POLY, ADD_SIGN, FP_SIGN)
+        return _polar(r, theta, PTX_MATH)
     return r * tl.cos(theta), r * tl.sin(theta)
 
 
@@ -260,12 +193,6 @@ def _philox_values(
     NORMAL: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
-    MULHI: tl.constexpr,
-    FOLD_NEG: tl.constexpr,
-    SHORT_SERIES: tl.constexpr,
-    COS_POLY: tl.constexpr,
-    ADD_SIGN: tl.constexpr,
-    FP_SIGN: tl.constexpr,
 ):
     """``(len(step), 4)`` outputs of Philox calls ``step`` of the row keyed by ``seed``."""
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
@@ -274,14 +201,10 @@ def _philox_values(
     c0 = step.to(tl.uint32) + counter_lo.to(tl.uint32, bitcast=True)
     c1 = tl.zeros_like(c0) + counter_hi.to(tl.uint32, bitcast=True)
     zero = tl.zeros_like(c0)
-    w0, w1, w2, w3 = _philox4x32_10(c0, c1, zero, zero, k0, k1, MULHI)
+    w0, w1, w2, w3 = _philox4x32_10(c0, c1, zero, zero, k0, k1)
     if NORMAL:
-        v0, v1 = _box_muller(
-            w0, w1, FAST_SINCOS, PTX_MATH, FOLD_NEG, SHORT_SERIES, COS_POLY, ADD_SIGN, FP_SIGN
-        )
-        v2, v3 = _box_muller(
-            w2, w3, FAST_SINCOS, PTX_MATH, FOLD_NEG, SHORT_SERIES, COS_POLY, ADD_SIGN, FP_SIGN
-        )
+        v0, v1 = _box_muller(w0, w1, FAST_SINCOS, PTX_MATH)
+        v2, v3 = _box_muller(w2, w3, FAST_SINCOS, PTX_MATH)
     else:
         v0 = _uniform(w0)
         v1 = _uniform(w1)
@@ -289,6 +212,30 @@ def _philox_values(
         v3 = _uniform(w3)
     # Interleave so that each thread holds (and stores) a call's 4 outputs contiguously.
     return tl.reshape(tl.join(tl.join(v0, v2), tl.join(v1, v3)), (step.shape[0], 4))
+
+
+@triton.jit
+def _store_calls(
+    row_ptr,
+    seed,
+    step,
+    active,
+    n,
+    counter_lo,
+    counter_hi,
+    NORMAL: tl.constexpr,
+    FAST_SINCOS: tl.constexpr,
+    PTX_MATH: tl.constexpr,
+    MASKED: tl.constexpr,
+):
+    """Store the outputs of Philox calls ``step`` at ``row_ptr + 4 * step`` (the row's start),
+    with ``MASKED`` only where ``active`` and below the row's ``n`` values."""
+    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH)
+    col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
+    if MASKED:
+        tl.store(row_ptr + col, values, mask=active[:, None] & (col < n))
+    else:
+        tl.store(row_ptr + col, values)
 
 
 @triton.jit(do_not_specialize=["counter_lo", "counter_hi"])
@@ -303,16 +250,10 @@ def _philox_long_rows_kernel(
     NORMAL: tl.constexpr,
     WIDE: tl.constexpr,
     BLOCK: tl.constexpr,
+    LOOP: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
-    MULHI: tl.constexpr = False,
-    FOLD_NEG: tl.constexpr = False,
-    SHORT_SERIES: tl.constexpr = False,
-    COS_POLY: tl.constexpr = False,
-    ADD_SIGN: tl.constexpr = False,
-    FP_SIGN: tl.constexpr = False,
     MASKED: tl.constexpr = True,
-    LOOP: tl.constexpr = 1,
 ):
     """Program ``pid`` computes calls ``[chunk*BLOCK*LOOP, (chunk+1)*BLOCK*LOOP)`` of one row,
     ``BLOCK`` calls at a time (``chunks_per_row`` counts programs).
@@ -324,21 +265,17 @@ def _philox_long_rows_kernel(
     row = pid // chunks_per_row
     chunk = pid - row * chunks_per_row
     seed = tl.load(seeds_ptr + row)
-    base = row.to(tl.int64) * n if WIDE else row * n
+    row_ptr = out_ptr + (row.to(tl.int64) * n if WIDE else row * n)
     first = chunk.to(tl.int64) * LOOP if WIDE else chunk * LOOP
     for j in range(LOOP):
         start = (first + j) * BLOCK
-        step = start + tl.arange(0, BLOCK)
-        values = _philox_values(
-            seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH, MULHI, FOLD_NEG,
-            SHORT_SERIES, COS_POLY, ADD_SIGN, FP_SIGN,
-        )  # fmt: skip
-        col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
-        if MASKED:
-            mask = (step[:, None] < calls_per_row) & (col < n)
-            tl.store(out_ptr + base + col, values, mask=mask)
-        else:
-            tl.store(out_ptr + base + col, values)
+        # A row's last program may hold fewer than LOOP blocks: no work past the row's end.
+        if not MASKED or start < calls_per_row:
+            step = start + tl.arange(0, BLOCK)
+            _store_calls(
+                row_ptr, seed, step, step < calls_per_row, n, counter_lo, counter_hi, NORMAL,
+                FAST_SINCOS, PTX_MATH, MASKED,
+            )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["counter_lo", "counter_hi"])
@@ -355,12 +292,6 @@ def _philox_short_rows_kernel(
     BLOCK: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
-    MULHI: tl.constexpr = False,
-    FOLD_NEG: tl.constexpr = False,
-    SHORT_SERIES: tl.constexpr = False,
-    COS_POLY: tl.constexpr = False,
-    ADD_SIGN: tl.constexpr = False,
-    FP_SIGN: tl.constexpr = False,
     MASKED: tl.constexpr = True,
 ):
     """Program ``pid`` computes flat calls ``[pid*BLOCK, (pid+1)*BLOCK)`` of all rows.
@@ -377,15 +308,10 @@ def _philox_short_rows_kernel(
     row = call // calls_per_row
     step = call - row * calls_per_row
     seed = tl.load(seeds_ptr + row, mask=active, other=0)
-    values = _philox_values(
-        seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH, MULHI, FOLD_NEG,
-        SHORT_SERIES, COS_POLY, ADD_SIGN, FP_SIGN,
+    _store_calls(
+        out_ptr + row[:, None] * n, seed, step, active, n, counter_lo, counter_hi, NORMAL,
+        FAST_SINCOS, PTX_MATH, MASKED,
     )  # fmt: skip
-    col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
-    if MASKED:
-        tl.store(out_ptr + row[:, None] * n + col, values, mask=active[:, None] & (col < n))
-    else:
-        tl.store(out_ptr + row[:, None] * n + col, values)
 
 
 def _ptx_device(device: torch.device) -> bool:
@@ -405,26 +331,17 @@ def launch_rows(
     normal: bool,
     block: int = DEFAULT_BLOCK,
     num_warps: int = DEFAULT_NUM_WARPS,
+    loop: int = DEFAULT_LOOP,
     fast_sincos: bool = DEFAULT_FAST_SINCOS,
     ptx_math: bool = DEFAULT_PTX_MATH,
-    mulhi: bool = DEFAULT_MULHI,
-    fold_neg: bool = DEFAULT_FOLD_NEG,
-    short_series: bool = DEFAULT_SHORT_SERIES,
-    cos_poly: bool = DEFAULT_COS_POLY,
-    unmasked: bool = DEFAULT_UNMASKED,
-    add_sign: bool = DEFAULT_ADD_SIGN,
-    fp_sign: bool = DEFAULT_FP_SIGN,
-    loop: int = DEFAULT_LOOP,
 ) -> torch.Tensor:
     """Launch a Philox kernel for the flattened ``seeds``: returns ``(seeds.numel(), n)`` float32.
 
     No argument checks here (the op launchers do them); the keywords exist for tuning (see
     ``benchmarks/bench_kernels.py`` and ``benchmarks/gpu/sweep_normal.py``; the ``DEFAULT_*``
-    constants say what each does). Each takes effect only where it means something:
-    ``ptx_math``, ``fold_neg`` and ``short_series`` where PTX runs (see :func:`_ptx_device`),
-    the Box-Muller ones for normals, ``unmasked`` where the grid covers the output exactly
-    (otherwise the masked store runs). Plain tensors (eager) take the fast launch; other
-    tensors (a compiler-visible op traced by ``torch.compile``) the
+    constants say what each does). ``loop`` applies to long rows, ``fast_sincos`` to normals,
+    ``ptx_math`` to normals where PTX runs (see :func:`_ptx_device`). Plain tensors (eager)
+    take the fast launch; other tensors (a compiler-visible op traced by ``torch.compile``) the
     ``torch.library.wrap_triton`` launch.
     """
     if seeds.dim() != 1:
@@ -444,37 +361,31 @@ def launch_rows(
     if hi >= _INT32_LIMIT:
         hi -= 2**32
     # int64 indices once any index a program computes (masked lanes included) could pass
-    # int32: long rows index up to rows * n + 4 * block; short rows reach row
-    # (total_calls + block) // calls_per_row, i.e. output offsets below 4 * (total + block + cpr).
+    # int32: long rows index up to rows * n + 4 * (chunks + 1) * loop * block; short rows
+    # reach row (total_calls + block) // calls_per_row, i.e. output offsets below
+    # 4 * (total + block + cpr).
     if calls_per_row >= block:
-        # A program covers loop * block calls (no more programs than a row's blocks).
+        # A program covers loop * block calls (no more than a row's whole blocks).
         loop = max(1, min(loop, calls_per_row // block))
         span = block * loop
         chunks = (calls_per_row + span - 1) // span
         wide = (rows + 1) * n + 4 * (chunks * span + span) >= _INT32_LIMIT
         launch, size, grid = _long_rows, chunks, rows * chunks
         whole_blocks = calls_per_row % span == 0
+        loops = {"LOOP": loop}
     else:
         loop = 1
         wide = 4 * (total_calls + block + calls_per_row + 1) >= _INT32_LIMIT
         launch, size, grid = _short_rows, total_calls, (total_calls + block - 1) // block
         whole_blocks = total_calls % block == 0
+        loops = {}
     ptx_math = ptx_math and normal and _ptx_device(seeds.device)
-    polar = normal and fast_sincos  # the fast sin/cos runs
-    cos_poly = cos_poly and polar
-    fold_neg = fold_neg and ptx_math and polar and not cos_poly
-    short_series = short_series and ptx_math
-    add_sign = add_sign and polar
-    fp_sign = fp_sign and polar
-    masked = not (unmasked and whole_blocks and n == 4 * calls_per_row)
+    masked = not (whole_blocks and n == 4 * calls_per_row)
+    # In signature order: the fast launch passes them by position.
     constexprs = {
-        "NORMAL": normal, "WIDE": wide, "BLOCK": block, "FAST_SINCOS": fast_sincos,
-        "PTX_MATH": ptx_math, "MULHI": mulhi, "FOLD_NEG": fold_neg,
-        "SHORT_SERIES": short_series, "COS_POLY": cos_poly, "ADD_SIGN": add_sign,
-        "FP_SIGN": fp_sign, "MASKED": masked,
+        "NORMAL": normal, "WIDE": wide, "BLOCK": block, **loops,
+        "FAST_SINCOS": fast_sincos, "PTX_MATH": ptx_math, "MASKED": masked,
     }  # fmt: skip
-    if launch is _long_rows:
-        constexprs["LOOP"] = loop
     if type(seeds) is not torch.Tensor:  # traced for the compiler: the kernel goes into the graph
         kernel = launch.fn
         torch.library.wrap_triton(kernel)[(grid,)](
@@ -485,8 +396,7 @@ def launch_rows(
     key = (
         launch is _long_rows, device, seeds.data_ptr() & 15, out.data_ptr() & 15,
         int_spec(n), int_spec(calls_per_row), int_spec(size),
-        normal, wide, block, num_warps, fast_sincos, ptx_math,
-        mulhi, fold_neg, short_series, cos_poly, add_sign, fp_sign, masked, loop,
+        normal, wide, block, num_warps, fast_sincos, ptx_math, masked, loop,
     )  # fmt: skip
     launch(key, grid, device, (seeds, out, n, calls_per_row, size, lo, hi), num_warps, constexprs)
     return out
