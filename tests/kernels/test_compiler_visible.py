@@ -359,6 +359,26 @@ def test_cuda_compiled_vmap_grad_and_checks(ns: str, kernels: ModuleType) -> Non
 
 
 @needs_compiled_cuda
+def test_cuda_mutating_visible_op(ns: str, kernels: ModuleType) -> None:
+    """An op that mutates its input, visible: compiled results and the mutation equal eager's."""
+    op = kernels.register_double_in_place(f"{ns}::double_")
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        op(y)
+        return y * 3
+
+    x = torch.randn(1000, device="cuda")
+    out, code = _generated_code(model, x)
+    torch.testing.assert_close(out, (x + 1) * 6)
+    assert "_double_in_place_kernel" in code and f"torch.ops.{ns}.double_" not in code
+    z = x.clone()
+    torch._dynamo.reset()
+    torch.compile(op)(z)  # the argument itself is mutated
+    torch.testing.assert_close(z, x * 2)
+
+
+@needs_compiled_cuda
 def test_cuda_launcher_without_wrap_triton_is_refused(ns: str, kernels: ModuleType) -> None:
     bare = kernels.register_double(f"{ns}::bare", triton_fn=kernels.launch_bare)
     x = torch.randn(300, device="cuda")

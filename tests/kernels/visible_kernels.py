@@ -80,3 +80,30 @@ def register_double(name: str, **options: Any) -> VmapOp[[torch.Tensor], torch.T
         return double(x)
 
     return register_triton_op(fallback, **defaults)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _double_in_place_kernel(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+
+def launch_in_place(x: torch.Tensor) -> None:
+    """Doubles ``x`` in place (``x`` contiguous), through wrap_triton."""
+    n = x.numel()
+    torch.library.wrap_triton(_double_in_place_kernel)[(triton.cdiv(n, _BLOCK),)](
+        x, n, BLOCK=_BLOCK
+    )
+
+
+def register_double_in_place(name: str) -> VmapOp[[torch.Tensor], None]:
+    """``name`` as an in-place ``x *= 2`` Triton op (``mutates_args=("x",)``), visible."""
+
+    def fallback(x: torch.Tensor) -> None:
+        x.mul_(2)
+
+    return register_triton_op(
+        fallback, name=name, fake_fn=lambda x: None, triton_fn=launch_in_place,
+        mutates_args=("x",), differentiable=False, compiler_visible=True,
+    )  # fmt: skip
