@@ -106,14 +106,12 @@ LOOP_CASES = [
 
 @pytest.mark.parametrize("loop", [1, 2, 4])
 def test_philox_loops_and_partial_blocks_match_the_fallback(
-    triton_device: torch.device, loop: int, monkeypatch: pytest.MonkeyPatch
+    triton_device: torch.device, loop: int
 ) -> None:
     """Long-row programs of ``loop`` blocks (clamped to a row's whole blocks) and the short-row
     grid, with masked (partial) and unmasked (whole) stores: normals within NORMAL_TOLERANCE of
     the fallback, uniforms bit for bit."""
     from opreg_kernels.ops.philox import triton_kernels as philox_kernels
-
-    monkeypatch.setattr(philox_kernels, "LOOP_MIN_BLOCKS", 0)  # loop even these small outputs
 
     for case in LOOP_CASES:
         rows, n, counter = case
@@ -123,30 +121,6 @@ def test_philox_loops_and_partial_blocks_match_the_fallback(
         assert (normal.cpu() - expected).abs().max().item() <= NORMAL_TOLERANCE, case
         uniform = philox_kernels.launch_rows(seeds, n, counter, normal=False, block=64, loop=loop)
         assert torch.equal(uniform.cpu(), philox_uniform.fallback(seeds.cpu(), n, counter)), case
-
-
-@pytest.mark.parametrize(("rows", "n", "loop"), [(2, 64 * 64 * 4, 1), (128, 64 * 64 * 4, 4)])
-def test_philox_loops_only_with_enough_blocks(
-    rows: int, n: int, loop: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Long rows take loop=DEFAULT_LOOP only with LOOP_MIN_BLOCKS blocks or more in all (fewer
-    programs would leave SMs idle); the launch's grid and constexprs say which."""
-    from opreg_kernels.ops.philox import triton_kernels as philox_kernels
-
-    monkeypatch.setattr(philox_kernels, "LOOP_MIN_BLOCKS", 64 * 64)  # blocks of 64 calls
-    launches: list[tuple[int, dict[str, Any]]] = []
-
-    class Recorder:
-        fn = None
-
-        def __call__(self, key: Any, grid: int, device: int, args: Any, warps: int,
-                     constexprs: dict[str, Any]) -> None:  # fmt: skip
-            launches.append((grid, constexprs))
-
-    monkeypatch.setattr(philox_kernels, "_long_rows", Recorder())
-    philox_kernels.launch_rows(torch.arange(rows), n, 0, normal=True, block=64)
-    ((grid, constexprs),) = launches
-    assert constexprs["LOOP"] == loop and grid == rows * (n // 4 // 64) // loop
 
 
 def test_philox_bad_arguments_fail_the_same_way(triton_device: torch.device) -> None:

@@ -70,9 +70,6 @@ DEFAULT_PTX_MATH = True
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
 #: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
-#: Fewer blocks than this in all (rows x blocks per row): one block per program, so that a
-#: small output still spreads over every SM (loop=4 would leave an H200's 132 SMs idle).
-LOOP_MIN_BLOCKS = 8192
 _INT32_LIMIT = 2**31
 
 # sin on |x| <= pi/4 (Cephes sinf minimax coefficients, ~1 ulp there); pi/2 as the float32
@@ -368,10 +365,8 @@ def launch_rows(
     # reach row (total_calls + block) // calls_per_row, i.e. output offsets below
     # 4 * (total + block + cpr).
     if calls_per_row >= block:
-        # A program covers loop * block calls (no more than a row's whole blocks; one block
-        # when there are too few blocks to fill the GPU otherwise).
-        if rows * (calls_per_row // block) < LOOP_MIN_BLOCKS:
-            loop = 1
+        # A program covers loop * block calls (no more than a row's whole blocks). Small outputs
+        # (8 to 128 rows of 2^18 to 2^21 values, H200) took the same time with loop=1.
         loop = max(1, min(loop, calls_per_row // block))
         span = block * loop
         chunks = (calls_per_row + span - 1) // span
