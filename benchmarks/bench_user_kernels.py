@@ -3,11 +3,11 @@
 
     python benchmarks/bench_user_kernels.py [--calls 5000] [--repeats 7] [--json out.json]
 
-Three user ops, as a user writes them (kernels below, tiny inputs so the host is the limit):
+Three user ops, as a user writes them (tiny inputs, so the host is the limit):
 
 - ``add``: a plain ``@triton.jit`` kernel, op registered ``differentiable=False``;
-- ``rms_norm``: an autotuned forward (``@triton.autotune`` + ``@triton.heuristics``) whose
-  backward is another Triton op (examples/triton_rmsnorm.py's pattern), ``w`` requires grad;
+- ``rms_norm``: examples/triton_rmsnorm.py's kernels (an autotuned forward with heuristics)
+  and pattern (the backward is another Triton op), ``w`` requires grad;
 - ``softmax``: a plain kernel per row, backward in PyTorch.
 
 Each op exists twice: its launcher calls ``kernel[grid](...)`` ("plain") or
@@ -24,17 +24,18 @@ calls; the GPU is synchronised between runs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from bench_kernels import host_us  # this folder's timer (run as python benchmarks/...)
 from opreg_kernels import fast_launch, register_triton_op
 
 Row = dict[str, Any]
@@ -48,33 +49,20 @@ def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[
     tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
 
 
-@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (1, 2, 4, 8)], key=["n_cols"])
-@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
-@triton.jit  # type: ignore[untyped-decorator]
-def _rms_fwd(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    row = tl.program_id(0).to(tl.int64) * n_cols
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    tl.store(y_ptr + row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+def _example() -> Any:
+    """examples/triton_rmsnorm.py, whose kernels (wrapped in ``fast_launch``) the rms_norm op
+    here launches: ``.kernel`` is the plain autotuned kernel."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "triton_rmsnorm.py"
+    spec = importlib.util.spec_from_file_location("triton_rmsnorm_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n_cols"])})
-@triton.jit  # type: ignore[untyped-decorator]
-def _rms_bwd(g_ptr, x_ptr, w_ptr, dx_ptr, dw_rows_ptr, n_cols, eps, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    row = tl.program_id(0).to(tl.int64) * n_cols
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    g = tl.load(g_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    gw = g * w
-    dx = rstd * gw - x * (rstd * rstd * rstd) * (tl.sum(gw * x, axis=0) / n_cols)
-    tl.store(dx_ptr + row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-    tl.store(dw_rows_ptr + row + cols, g * x * rstd, mask=mask)
+_EXAMPLE = _example()
+_rms_fwd = _EXAMPLE._rms_norm_fwd.kernel
+_rms_bwd = _EXAMPLE._rms_norm_bwd.kernel
 
 
 @triton.jit  # type: ignore[untyped-decorator]
@@ -201,20 +189,6 @@ def autograd_function(launcher: Callable[..., Any], setup: Callable[..., Any]) -
             raise NotImplementedError
 
     return Recorded.apply
-
-
-def host_us(fn: Callable[[], Any], calls: int, repeats: int) -> float:
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(samples)
 
 
 def main() -> None:
