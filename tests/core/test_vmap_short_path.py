@@ -193,6 +193,30 @@ def test_same_results_at_every_depth_and_in_dims(
     torch.testing.assert_close(out, plain)
 
 
+@pytest.mark.parametrize(
+    "level_dims",
+    [((0, 0), (1, 0)), ((1, 0), (0, 0)), ((0, None), (-1, 0)), ((1, 1), (0, 0), (0, 1))],
+    ids=["inner-1", "outer-1", "mixed", "depth3"],
+)
+def test_levels_with_different_in_dims(
+    ns: str, rec: Recorder, short_path: Any, device: str, level_dims: tuple[Any, ...]
+) -> None:
+    # Per level a different batch dim (outermost level first): the fold flattens dims that
+    # are not all in front through their positions, those all at 0 as they lie.
+    op = _add_op(ns, rec)
+    x, y = torch.randn(5, 3, device=device), torch.randn(5, 3, device=device)
+    for size, (dx, dy) in zip((2, 3, 4), reversed(level_dims), strict=False):
+        x = torch.stack([x + i for i in range(size)], dx % (x.dim() + 1))
+        if dy is not None:
+            y = torch.stack([y * (i + 1) for i in range(size)], dy % (y.dim() + 1))
+    f, ref = op, torch.add
+    for dims in reversed(level_dims):  # innermost level first
+        f, ref = vmap(f, in_dims=dims), vmap(ref, in_dims=dims)
+    out, taken = both(short_path, rec, lambda: f(x, y))
+    assert taken == [FOLD]
+    torch.testing.assert_close(out, ref(x, y))
+
+
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_vmap_fn_sees_the_same_dispatch_state_on_both_paths(
     ns: str, rec: Recorder, short_path: Any, device: str, depth: int

@@ -189,6 +189,22 @@ def _unwrap_all(
     return values, dims, kw, batch
 
 
+#: The position map of an argument whose every level has its batch dim at 0 (see
+#: ``_fold_levels``): the dims lie in front, outermost level first.
+_FRONT: dict[int, int] = {}
+
+
+def _positions(levels: Sequence[int], dims: Sequence[int | None]) -> dict[int, int]:
+    """Where each level's batch dim lies in the unwrapped tensor (level -> dim), from the dim
+    each level had as it was unwrapped (``dims``, innermost level first)."""
+    pos: dict[int, int] = {}
+    for lvl, d in zip(reversed(levels), dims, strict=True):
+        if d is not None:
+            pos = {k: p + (p >= d) for k, p in pos.items()}
+            pos[lvl] = d
+    return pos
+
+
 def _batch_size(value: Any, dim: InDim) -> int:
     """Size of the mapped dim of an unwrapped value (0 if it is not batched)."""
     if isinstance(dim, list):
@@ -380,16 +396,19 @@ class BatchingRules:
         sizes = dict.fromkeys(levels, 0)
         for a in args:
             if isinstance(a, torch.Tensor):
-                t, pos = a, dict[int, int]()
+                t, dims = a, []
                 for lvl in reversed(levels):
                     t, d = _unwrap_batched(t, lvl)
+                    dims.append(d)
                     if d is not None:
-                        pos = {k: p + (p >= d) for k, p in pos.items()}
-                        pos[lvl] = d
                         sizes[lvl] = t.shape[d]
                 if type(t) is not torch.Tensor or t.is_meta or (grad and t.requires_grad):
                     return None
-                prepared.append((t, pos))
+                # Every level's batch dim at 0: they lie in front, outermost first (the common
+                # case, flattened as they are); otherwise where each level's dim lies.
+                prepared.append(
+                    (t, _FRONT if dims.count(0) == len(dims) else _positions(levels, dims))
+                )
             elif isinstance(a, (list, tuple)):
                 return None  # lists of tensors: the dispatcher path handles them
             else:
@@ -429,6 +448,9 @@ class BatchingRules:
         for v, pos in prepared:
             if pos is None:
                 args.append(v)
+                continue
+            if pos is _FRONT:
+                args.append(v.flatten(0, n - 1))
                 continue
             if not pos:
                 args.append(v.expand(total, *v.shape))  # no level batches it
