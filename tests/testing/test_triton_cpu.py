@@ -133,6 +133,23 @@ report = check_op(get_op("tcpu::grad_launches"), checks="autograd", device="trit
                   options={"autograd": {"gradgrad": False}})
 results["check_op backward"] = {"device": report.device,
                                 "message": str(report.results[0].failure)}
+# The single checks take the same device.
+import opreg_testing
+from opreg_testing import CheckFailure
+
+single_options = {"compile": {"backend": "aot_eager"}}
+for name in ALL_CHECKS:
+    before = sys.modules["tcpu_ops"].LAUNCHES[0]
+    check_fn = getattr(opreg_testing, f"check_{name}")
+    result = check_fn(get_op("tcpu::counted"), device="triton-cpu", **single_options.get(name, {}))
+    results[f"single {name}"] = {"status": result.status,
+                                 "launches": sys.modules["tcpu_ops"].LAUNCHES[0] - before}
+try:
+    opreg_testing.check_autograd(get_op("tcpu::grad_launches"), device="triton-cpu",
+                                 gradgrad=False)
+    results["single backward"] = "passed"
+except CheckFailure as exc:
+    results["single backward"] = str(exc)
 print("RESULTS " + json.dumps(results))
 """
 
@@ -185,3 +202,11 @@ def test_a_backward_that_launches_triton_is_caught_on_triton_cpu(
     direct = results["check_op backward"]
     assert direct["device"] == "triton-cpu"
     assert "NotImplementedError: Cannot access storage of TensorWrapper" in direct["message"]
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_single_checks_take_triton_cpu_too(results: dict[str, Any], check: str) -> None:
+    outcome = results[f"single {check}"]
+    assert outcome["status"] == "passed", outcome
+    assert outcome["launches"] > 0, f"check_{check}(device='triton-cpu') never launched Triton"
+    assert "Cannot access storage of TensorWrapper" in results["single backward"]

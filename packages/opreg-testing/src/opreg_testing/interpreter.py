@@ -19,13 +19,17 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opreg_core import VmapOp, device_type_name, registered_ops
 
+from .devices import is_triton_cpu
+
 if TYPE_CHECKING:
+    import torch
+
     from opreg_kernels import TritonKernelInfo
 
 #: The environment variable that makes ``@triton.jit`` kernels run in Triton's interpreter.
@@ -221,3 +225,14 @@ def triton_device(
         if changes.registered_type:
             unregister_triton_device_type(changes.device_type)
         _restore_env(changes.previous_env)
+
+
+def device_and_serving(
+    device: str | torch.device | None,
+) -> tuple[str | torch.device | None, AbstractContextManager[Any]]:
+    """The device checks run on for ``device``, and the context they run in: for ``triton-cpu``
+    the CPU with every Triton op's Triton kernel serving it (:func:`triton_device`); for any
+    other device that device, as it is."""
+    if is_triton_cpu(device):
+        return "cpu", triton_device("cpu")
+    return device, nullcontext()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -12,7 +11,7 @@ from .checks import ALL_CHECKS, CHECKS
 from .checks._harness import execute, prepare
 from .compare import ToleranceSpec, check_tolerance_spec
 from .devices import TRITON_CPU, is_triton_cpu
-from .interpreter import triton_device
+from .interpreter import device_and_serving
 from .report import CheckResult, OpReport
 from .samples import SamplesArg
 from .target import OpLike
@@ -81,12 +80,11 @@ def check_op(
     names = select_checks(checks)
     opts = _check_options(names, options)
     tol = check_tolerance_spec(tolerance)
-    triton_cpu = is_triton_cpu(device)
-    base = prepare(names[0], op, samples, "cpu" if triton_cpu else device, tol)
-    report = OpReport(base.name, TRITON_CPU if triton_cpu else str(base.device))
     # triton-cpu: every Triton op serves the CPU with its Triton kernel (Triton's interpreter)
     # for every check, exactly like the plugin's opreg_triton_cpu fixture.
-    serving: AbstractContextManager[Any] = triton_device("cpu") if triton_cpu else nullcontext()
+    run_on, serving = device_and_serving(device)
+    base = prepare(names[0], op, samples, run_on, tol)
+    report = OpReport(base.name, TRITON_CPU if is_triton_cpu(device) else str(base.device))
     with serving:
         for name in names:
             result = execute(base.for_check(name), CHECKS[name].bind(opts[name]))

@@ -19,6 +19,7 @@ from opreg_core import SampleInput
 
 from ..compare import ToleranceSpec, check_tolerance_spec, compare
 from ..errors import CheckFailure
+from ..interpreter import device_and_serving
 from ..report import CheckResult
 from ..samples import SamplesArg, as_device, clone_sample, describe_sample, gather_samples
 from ..target import OpLike, Target, resolve
@@ -264,5 +265,7 @@ class Check(Generic[Options]):
     ) -> CheckResult:
         """What the public ``check_<name>`` does: a failure is raised, anything else returned."""
         resolved = self.resolve(options, f"check_{self.name}")
-        ctx = prepare(self.name, op, samples, device, tolerance)
-        return run_public(ctx, self.bind(resolved))
+        run_on, serving = device_and_serving(device)  # triton-cpu: as check_op runs it
+        ctx = prepare(self.name, op, samples, run_on, tolerance)
+        with serving:
+            return run_public(ctx, self.bind(resolved))
