@@ -107,20 +107,11 @@ def build(flavour: str) -> dict[str, Any]:
         bwd_k[(x2.shape[0],)](g2, x2, w.contiguous(), dx, dw_rows, x2.shape[1], eps)
         return dx.view(x.shape), dw_rows.sum(0).to(w.dtype)
 
-    def rms_backward_ref(
-        g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        x32, gw = x.float(), (g * w).float()
-        rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-        dx = rstd * gw - x32 * rstd.pow(3) * (gw * x32).mean(-1, keepdim=True)
-        dw = (g.float() * x32 * rstd).reshape(-1, x.shape[-1]).sum(0)
-        return dx.to(x.dtype), dw.to(w.dtype)
-
     rms_bwd = register_triton_op(
         name=f"{ns}::rms_norm_backward",
         fake_fn=lambda g, x, w, eps: (x.new_empty(x.shape), w.new_empty(w.shape)),
         triton_fn=bwd_launcher,
-    )(rms_backward_ref)
+    )(_EXAMPLE.rms_norm_backward.fallback)  # its PyTorch fallback
 
     def rms_launcher(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
         x2 = x.contiguous().view(-1, x.shape[-1])
@@ -138,13 +129,10 @@ def build(flavour: str) -> dict[str, Any]:
         dx, dw = rms_bwd(g, x, w, ctx.eps)
         return dx, dw, None
 
-    def rms_ref(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-        return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)
-
     rms = register_triton_op(
         name=f"{ns}::rms_norm", fake_fn=lambda x, w, eps: x.new_empty(x.shape),
         triton_fn=rms_launcher, setup_context=rms_setup, backward=rms_backward,
-    )(rms_ref)  # fmt: skip
+    )(_EXAMPLE.rms_norm.fallback)  # fmt: skip
 
     def soft_launcher(x: torch.Tensor) -> torch.Tensor:
         x2 = x.contiguous().view(-1, x.shape[-1])

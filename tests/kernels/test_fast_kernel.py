@@ -215,7 +215,8 @@ def test_failing_fast_launch_raises_tritons_error(cuda: torch.device) -> None:
     assert fast.fast_calls == 0
 
 
-def test_compiler_visible_op_with_fast_launcher(cuda: torch.device, ns: str) -> None:
+def _double_op(name: str, **options: Any) -> tuple[Any, FastKernel]:
+    """A ``2 * x`` Triton op whose launcher launches ``scale_kernel`` through ``fast_launch``."""
     fast = fast_launch(k.scale_kernel)
 
     def launcher(x: torch.Tensor) -> torch.Tensor:
@@ -223,12 +224,18 @@ def test_compiler_visible_op_with_fast_launcher(cuda: torch.device, ns: str) -> 
         fast[_grid(x.numel())](x, out, x.numel(), BLOCK=BLOCK)
         return out
 
-    @register_triton_op(
-        name=f"{ns}::double", fake_fn=torch.empty_like, triton_fn=launcher,
-        differentiable=False, compiler_visible=True,
-    )  # fmt: skip
-    def op(x: torch.Tensor) -> torch.Tensor:
+    def double(x: torch.Tensor) -> torch.Tensor:
         return 2 * x
+
+    op = register_triton_op(
+        double, name=name, fake_fn=torch.empty_like, triton_fn=launcher, differentiable=False,
+        **options,
+    )  # fmt: skip
+    return op, fast
+
+
+def test_compiler_visible_op_with_fast_launcher(cuda: torch.device, ns: str) -> None:
+    op, _ = _double_op(f"{ns}::double", compiler_visible=True)
 
     x = torch.randn(1000, device=cuda)
     torch._dynamo.reset()
@@ -243,19 +250,7 @@ def test_compiler_visible_op_with_fast_launcher(cuda: torch.device, ns: str) -> 
 def test_two_gpus_each_get_their_own_compiled_kernel(cuda: torch.device, ns: str) -> None:
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA devices")
-    fast = fast_launch(k.scale_kernel)
-
-    def launcher(x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
-        fast[_grid(x.numel())](x, out, x.numel(), BLOCK=BLOCK)
-        return out
-
-    @register_triton_op(
-        name=f"{ns}::double_on", fake_fn=torch.empty_like, triton_fn=launcher,
-        differentiable=False,
-    )  # fmt: skip
-    def op(x: torch.Tensor) -> torch.Tensor:
-        return 2 * x
+    op, fast = _double_op(f"{ns}::double_on")
 
     torch.cuda.set_device(0)
     for _ in range(3):  # alternate devices while cuda:0 stays current: the guard switches

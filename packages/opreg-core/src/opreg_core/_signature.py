@@ -22,7 +22,7 @@ class Signature:
     num_returns: int
     mutated: tuple[str, ...]
     returns_list: bool  #: some output is a list of tensors
-    list_args: bool = True  #: some argument is a list (of tensors, maybe): inputs need flattening
+    list_args: bool  #: some argument is a list (of tensors, maybe): inputs need flattening
 
     @property
     def names(self) -> tuple[str, ...]:

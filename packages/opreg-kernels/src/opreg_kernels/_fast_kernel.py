@@ -150,10 +150,10 @@ class FastKernel:
                         return None  # Triton tunes first / runs the hook
                     layer.best_config = config
                     options = {**options, **self._config(config)}
-                else:  # Heuristics.run, value by value
+                else:  # Heuristics.run, value by value (each sees the ones before it)
                     options = dict(options)
+                    named = dict(zip(layer.arg_names, args, strict=False))
                     for name, heuristic in layer.values.items():
-                        named = dict(zip(layer.arg_names, args, strict=False))
                         options[name] = heuristic({**named, **options})
             binder = triton_binder(self._jit, device)
             if binder is None:
