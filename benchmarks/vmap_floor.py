@@ -3,10 +3,12 @@
     python benchmarks/vmap_floor.py
 
 An operator whose ``FuncTorchBatched`` kernel is the smallest correct Python rule for an
-element-wise add of two arguments batched at dim 0 (unwrap both, call the operator's batched
-twin one level down, wrap the output; no argument checks, no autograd kernel) against
-``torch.vmap`` of the plain function and an opreg op (default and ``differentiable=False``),
-depth 1, batch 64 of 8 floats. Best of 7 runs of 5000 calls, twice. Whatever opreg's rule does
+element-wise add of two arguments, the first batched at dim 0 (unwrap both, expand the
+second to the batch if it is shared, as opreg's contract for ``vmap_fn`` does, call the
+operator's batched twin one level down, wrap the output; no argument checks, no autograd
+kernel) against ``torch.vmap`` of the plain function and an opreg op (default and
+``differentiable=False``), depth 1, batch 64 of 8 floats, the second argument batched at dim 0
+or shared (in_dims None). Best of 7 runs of 5000 calls, twice. Whatever opreg's rule does
 beyond this rule's work (in_dims other than 0, lists, kwargs, output checks, modes, autograd)
 is above this floor.
 """
@@ -40,7 +42,9 @@ def minimal_rule_op() -> Callable[..., Any]:
     def rule(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         level = _functorch.maybe_get_level(a)
         ua, _ = _functorch._unwrap_batched(a, level)
-        ub, _ = _functorch._unwrap_batched(b, level)
+        ub, db = _functorch._unwrap_batched(b, level)
+        if db is None:  # b shared by the samples: expanded to the batch, as opreg's contract
+            ub = ub.expand(ua.shape[0], *ub.shape)
         with torch._C._ExcludeDispatchKeyGuard(excluded):  # one level down
             out = batched(ua, ub)
         return _functorch._add_batch_dim(out, 0, level)
@@ -58,26 +62,31 @@ def best_us(fn: Callable[[], Any]) -> float:
 
 
 def main() -> None:
-    x, y = torch.randn(64, 8), torch.randn(64, 8)
-    contenders = {
-        "minimal Python rule": vmap(minimal_rule_op()),
-        "opreg default": vmap(
-            register_vmap_op(
-                add, name="vmap_floor_opreg::add", fake_fn=add, vmap_fn=add, fake_vmap_fn=add
-            )
+    ops: dict[str, Callable[..., Any]] = {
+        "minimal Python rule": minimal_rule_op(),
+        "opreg default": register_vmap_op(
+            add, name="vmap_floor_opreg::add", fake_fn=add, vmap_fn=add, fake_vmap_fn=add
         ),
-        "opreg differentiable=False": vmap(
-            register_vmap_op(
-                add,
-                name="vmap_floor_opreg::add_nd",
-                fake_fn=add,
-                vmap_fn=add,
-                fake_vmap_fn=add,
-                differentiable=False,
-            )
+        "opreg differentiable=False": register_vmap_op(
+            add,
+            name="vmap_floor_opreg::add_nd",
+            fake_fn=add,
+            vmap_fn=add,
+            fake_vmap_fn=add,
+            differentiable=False,
         ),
     }
-    plain = vmap(add)
+    for in_dims in ((0, 0), (0, None)):
+        print(f"in_dims={in_dims}:")
+        compare(ops, in_dims)
+
+
+def compare(ops: dict[str, Callable[..., Any]], in_dims: tuple[int, int | None]) -> None:
+    """Print each op's time under ``vmap(in_dims=in_dims)`` against the plain function's."""
+    x = torch.randn(64, 8)
+    y = torch.randn(64, 8) if in_dims[1] == 0 else torch.randn(8)
+    plain = vmap(add, in_dims=in_dims)
+    contenders = {name: vmap(op, in_dims=in_dims) for name, op in ops.items()}
     for fn in contenders.values():
         torch.testing.assert_close(fn(x, y), x + y)
     for _ in range(2):

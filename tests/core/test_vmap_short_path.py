@@ -37,7 +37,7 @@ def _path() -> str:
         name = frame.f_code.co_name
         if name == "_fold_and_call":
             return FOLD
-        if name in {"op_rule", "batched_rule"}:
+        if name in {"op_rule", "_only_level", "batched_rule"}:
             rules = frame.f_locals["self"]
             op = frame.f_locals.get("op")
             return TWIN if op is not None and op is rules.nograd_op else FULL
@@ -322,6 +322,31 @@ def test_out_dims_tuple(ns: str, rec: Recorder, short_path: Any, depth: int) -> 
     torch.testing.assert_close(out[1], x + 1)
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_one_output_batched_at_another_dim(
+    ns: str, rec: Recorder, short_path: Any, depth: int
+) -> None:
+    # vmap_fn's output has the batch size in dims 0 and 1, its batch dim being 1: a rule that
+    # assumed dim 0 would return the transpose.
+    def vmap_fn(x: torch.Tensor) -> torch.Tensor:
+        rec.note()
+        return (x * 2).movedim(0, 1)
+
+    op = register_vmap_op(
+        lambda x: x * 2,
+        fake_fn=lambda x: torch.empty_like(x),
+        vmap_fn=vmap_fn,
+        fake_vmap_fn=lambda x: torch.empty_like(x).movedim(0, 1),
+        vmap_out_dims=(1,),
+        name=f"{ns}::double",
+        schema="(Tensor x) -> Tensor",
+    )
+    x = torch.randn(*(2,) * depth, 2**depth)  # per sample as long as the whole batch
+    out, taken = both(short_path, rec, lambda: _nest(op, depth, (0,))(x))
+    assert taken == [TWIN if depth == 1 else FOLD]
+    torch.testing.assert_close(out, x * 2)
+
+
 @pytest.mark.parametrize("randomness", ["different", "same", "error"])
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_randomness(ns: str, rec: Recorder, short_path: Any, randomness: str, depth: int) -> None:
@@ -373,6 +398,27 @@ def test_inputs_that_require_grad_take_the_dispatcher_path(
     out, taken = both(short_path, rec, lambda: f(x, y))
     assert taken == [FULL]
     torch.testing.assert_close(out, torch.full((3,), float(2**depth), device=device))
+
+
+@pytest.mark.parametrize("middle", ["grad", "functionalize"])
+def test_a_transform_between_vmap_levels_takes_the_dispatcher_path(
+    ns: str, rec: Recorder, short_path: Any, middle: str
+) -> None:
+    # vmap(grad(vmap(op))) with every argument batched at both vmap levels: the fold infers
+    # that every level is a vmap level from every level batching an argument; the level in
+    # the middle batches none, so the dispatcher handles it, and the outer vmap level, the
+    # last, calls the twin.
+    op = _add_op(ns, rec)
+
+    def per_sample(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if middle == "grad":
+            return grad(lambda yy: vmap(op)(x, yy).sum())(y)
+        return torch.func.functionalize(lambda yy: vmap(op)(x, yy))(y)
+
+    x, y = torch.randn(2, 4, 3), torch.randn(2, 4, 3)
+    out, taken = both(short_path, rec, lambda: vmap(per_sample)(x, y))
+    assert taken == [TWIN]
+    torch.testing.assert_close(out, torch.ones_like(y) if middle == "grad" else x + y)
 
 
 def test_no_grad_and_inference_mode(ns: str, rec: Recorder, short_path: Any) -> None:

@@ -19,7 +19,8 @@ the cap are computed by a per-sample loop, as PyTorch's fallback would).
 Two short paths, same results with fewer Python kernel crossings (each measured alone in
 ``benchmarks/profile_vmap.py``), taken only where their preconditions hold, else the path above:
 
-- The fold (several vmap levels): where every functorch level is a vmap level and nothing
+- The fold (several vmap levels): where every functorch level is a vmap level (known from
+  every level batching some argument: only a vmap level batches tensors) and nothing
   below them needs the dispatcher (no input needs a gradient; no forward-mode AD, inference
   mode, dispatch or function mode, tensor subclass, meta tensor, jit tracing or
   ``register_kernel`` kernel; one ``vmap_fn`` for every device; nothing mutated; one output,
@@ -32,6 +33,12 @@ Two short paths, same results with fewer Python kernel crossings (each measured 
   forward-mode AD, mode, subclass or device kernel): the dispatcher pops the level exactly as
   before, one Python crossing fewer (``_last_level_op``). ``OPREG_VMAP_NOGRAD_OP=0`` (or
   :data:`nograd_op_enabled` = False) turns it off.
+
+Where the op's level is the only functorch level, the op's rule does the work of the general
+path in one pass over the arguments for the common case (positional tensor and scalar
+arguments, one output, default input wrapping, no ``max_vmap_level``: ``_only_level``). A
+Python call of ``vmap_fn`` below the level there (the fold of one level) was measured no
+cheaper than the dispatcher's call of the twin, so the last level always dispatches.
 
 Calls made while ``FuncTorchBatched`` is excluded go down to the next vmap level (functorch's
 dynamic-layer keys pop the level), the same lowering that ``torch.library.register_vmap`` uses.
@@ -60,7 +67,6 @@ from ._private import (
     function_modes_active,
     jit_tracing,
     peek_interpreter_stack,
-    vmap_levels,
 )
 from ._private import add_batch_dim as _add_batch_dim
 from ._private import unwrap_batched as _unwrap_batched
@@ -212,12 +218,26 @@ def _batch_size(value: Any, dim: InDim) -> int:
     return 0 if dim is None else int(value.shape[dim])
 
 
-def _wrap_levels(t: torch.Tensor, d: int, levels: list[tuple[int, int]]) -> torch.Tensor:
-    """Wrap ``t`` into ``levels`` (level, size; outermost first), whose folded batch dim is
-    ``d``."""
-    if len(levels) > 1:
-        t = torch.unflatten(t, d, [size for _, size in levels])
-    for lvl, _ in levels:
+class _Folded:
+    """The vmap levels a fold unwraps (outermost first), their batch sizes and the size of the
+    batch they fold into."""
+
+    __slots__ = ("levels", "sizes", "total")
+
+    def __init__(self, levels: Sequence[int], sizes: tuple[int, ...]) -> None:
+        self.levels = levels
+        self.sizes = sizes
+        total = 1
+        for size in sizes:
+            total *= size
+        self.total = total
+
+
+def _wrap_levels(t: torch.Tensor, d: int, folded: _Folded) -> torch.Tensor:
+    """Wrap ``t``, whose folded batch dim is ``d``, into the ``folded`` levels."""
+    if len(folded.sizes) > 1:
+        t = torch.unflatten(t, d, folded.sizes)
+    for lvl in folded.levels:
         t = _add_batch_dim(t, d, lvl)
     return t
 
@@ -348,6 +368,10 @@ class BatchingRules:
     def op_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the op on ``FuncTorchBatched``: the innermost vmap level."""
         level = current_vmap_level()
+        if self.plain and not kwargs and dynamic_layer_depth() == 1:
+            out = self._only_level(args, level)
+            if out is not None:
+                return out
         values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
@@ -367,6 +391,40 @@ class BatchingRules:
                 self._depth.value = previous
         return self._wrap_one_level(out, level, batch)
 
+    def _only_level(self, args: tuple[Any, ...], level: int) -> Any:
+        """The op's rule when its level is the only functorch level, for the common case
+        (positional tensor and scalar arguments, one output, default input wrapping): what the
+        general path does, in one pass over the arguments. None where it does not apply (a
+        list argument, nothing batched at this level): the caller takes the general path."""
+        twin = self.nograd_op is not None and nograd_op_enabled and self._nothing_else_in_play()
+        grad = torch.is_grad_enabled()
+        batch = 0
+        values: list[Any] = []
+        moves: list[tuple[int, int | None]] = []  # (argument, its batch dim) not at dim 0
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                t, d = _unwrap_batched(a, level)
+                if twin and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
+                    twin = False  # the autograd kernel has work to do
+                if d != 0:
+                    moves.append((i, d))
+                    if d is not None and not batch:
+                        batch = t.shape[d]
+                elif not batch:
+                    batch = t.shape[0]
+                values.append(t)
+            elif isinstance(a, (list, tuple)):
+                return None
+            else:
+                values.append(a)
+        if not batch:
+            return None
+        for i, d in moves:
+            values[i] = _front(values[i], d, batch)
+        self.stats.fast += 1
+        op = self.nograd_op if twin and self.nograd_op is not None else self.batched_op
+        return self._wrap_one_level(call_one_level_down(op, values, {}), level, batch)
+
     def _wrap_one_level(self, out: Any, level: int, batch: int) -> Any:
         """The batched op's output (batched at ``vmap_out_dims``) wrapped into ``level``."""
         if self.single_tensor and isinstance(out, torch.Tensor):
@@ -384,93 +442,86 @@ class BatchingRules:
         where it does not apply (the caller dispatches)."""
         if not short_path_enabled or not self._nothing_else_in_play():
             return None
-        levels = vmap_levels()
-        if levels is None or levels[-1] != level:
+        # functorch numbers its levels 1, 2, ... up the stack, this one on top. Every level
+        # must be a vmap level: checked below without asking each interpreter, as a tensor
+        # batched at a level was batched by a vmap at that level, and the fold requires every
+        # level to batch some argument.
+        n = dynamic_layer_depth()
+        if level != n:
             return None
+        levels = range(1, n + 1)
         assert self.level_keys is not None  # self.direct is None without it
         below = self.level_keys.state_below()
         if below is None:
             return None
         grad = torch.is_grad_enabled()
+        sizes = [0] * n  # each level's batch size, outermost first
         prepared: list[tuple[Any, dict[int, int] | None]] = []
-        sizes = dict.fromkeys(levels, 0)
         for a in args:
             if isinstance(a, torch.Tensor):
                 t, dims = a, []
-                for lvl in reversed(levels):
-                    t, d = _unwrap_batched(t, lvl)
+                for i in range(n - 1, -1, -1):  # innermost level first
+                    t, d = _unwrap_batched(t, levels[i])
                     dims.append(d)
                     if d is not None:
-                        sizes[lvl] = t.shape[d]
+                        sizes[i] = t.shape[d]
                 if type(t) is not torch.Tensor or t.is_meta or (grad and t.requires_grad):
                     return None
                 # Every level's batch dim at 0: they lie in front, outermost first (the common
                 # case, flattened as they are); otherwise where each level's dim lies.
-                prepared.append(
-                    (t, _FRONT if dims.count(0) == len(dims) else _positions(levels, dims))
-                )
+                prepared.append((t, _FRONT if dims.count(0) == n else _positions(levels, dims)))
             elif isinstance(a, (list, tuple)):
                 return None  # lists of tensors: the dispatcher path handles them
             else:
                 prepared.append((a, None))
-        if not all(sizes.values()):
-            return None  # a level batches no argument: let its rule pass it down
+        if 0 in sizes:
+            return None  # a level batches no argument (or is no vmap level): dispatch
         self.stats.fast += 1
-        self.stats.nested += len(levels) - 1
-        folded = list(sizes.items())
-        out, d = call_below_vmap_levels(len(levels), below, self._fold_and_call, prepared, folded)
+        self.stats.nested += n - 1
+        folded = _Folded(levels, tuple(sizes))
+        out, d = call_below_vmap_levels(n, below, self._fold_and_call, prepared, folded)
         if d is not None:
             for lvl in levels:
                 out = _add_batch_dim(out, d, lvl)
             return out
-        total = 1
-        for size in sizes.values():
-            total *= size
-        outs = self._check_outputs(out, total)
+        outs = self._check_outputs(out, folded.total)
         return self._rewrap(outs, lambda t, e: _wrap_levels(t, e, folded))
 
     def _fold_and_call(
-        self,
-        prepared: list[tuple[Any, dict[int, int] | None]],
-        levels: list[tuple[int, int]],
+        self, prepared: list[tuple[Any, dict[int, int] | None]], folded: _Folded
     ) -> tuple[Any, int | None]:
-        """``vmap_fn`` on unwrapped arguments, the batch dims of ``levels`` (level, size),
+        """``vmap_fn`` on unwrapped arguments, the batch dims of the ``folded`` levels,
         outermost first, moved to the front in order (missing ones expanded, no copy) and
         folded into one; returns its output and, for a tensor output batched as declared, the
         position ``d`` of the output's batch dims, unflattened there (else ``d`` is None and
         the caller checks the output)."""
-        n = len(levels)
-        sizes = [size for _, size in levels]
-        total = 1
-        for size in sizes:
-            total *= size
+        levels, sizes, total = folded.levels, folded.sizes, folded.total
+        n = len(sizes)
         args = []
         for v, pos in prepared:
             if pos is None:
                 args.append(v)
-                continue
-            if pos is _FRONT:
+            elif pos is _FRONT:
                 args.append(v.flatten(0, n - 1))
-                continue
-            if not pos:
+            elif not pos:
                 args.append(v.expand(total, *v.shape))  # no level batches it
-                continue
-            present = [pos[lvl] for lvl, _ in levels if lvl in pos]
-            front = list(range(len(present)))
-            t = v if present == front else v.movedim(present, front)
-            if len(present) < n:
-                for i, (lvl, _) in enumerate(levels):
-                    if lvl not in pos:
-                        t = t.unsqueeze(i)
-                t = t.expand(*sizes, *t.shape[n:])
-            args.append(t.reshape(total, *t.shape[n:]))
+            else:
+                present = [pos[lvl] for lvl in levels if lvl in pos]
+                front = list(range(len(present)))
+                t = v if present == front else v.movedim(present, front)
+                if len(present) < n:
+                    for i, lvl in enumerate(levels):
+                        if lvl not in pos:
+                            t = t.unsqueeze(i)
+                    t = t.expand(*sizes, *t.shape[n:])
+                args.append(t.reshape(total, *t.shape[n:]))
         assert self.direct is not None  # _fold_levels checked it
         out = self.direct(*args)
         d = self.out_dims[0]
         if isinstance(out, torch.Tensor) and d is not None and -out.dim() <= d < out.dim():
             d %= out.dim()
-            if out.shape[d] == total:  # unflattened here, where no level is in the way
-                shape = out.shape
+            shape = out.shape
+            if shape[d] == total:  # unflattened here, where no level is in the way
                 return out.view(*shape[:d], *sizes, *shape[d + 1 :]), d
         return out, None
 

@@ -94,7 +94,6 @@ __all__ = [
     "tree_map_only",
     "unwrap_batched",
     "vmap_level_keys",
-    "vmap_levels",
 ]
 
 #: Dotted names of every internal used here (attributes that exist only on instances are
@@ -130,7 +129,6 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._functorch.peek_interpreter_stack",
     "torch._C._functorch.pop_dynamic_layer_stack",
     "torch._C._functorch.get_dynamic_layer_stack_depth",
-    "torch._C._functorch.get_interpreter_stack",
     "torch._C._len_torch_dispatch_stack",
     "torch._C._len_torch_function_stack",
     "torch._C._get_tracing_state",
@@ -296,7 +294,7 @@ def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any
 # hard-coded: :func:`vmap_level_keys` measures it once through the dispatcher (a probe
 # operator, the real path). The preconditions of both short paths (this fold, and the batched
 # op's twin without an autograd kernel at the last level, which needs no internal of its own)
-# read the interpreter stack, the mode stacks and jit tracing.
+# read the depth of functorch's level stack, the mode stacks and jit tracing.
 # Public replacement: a ``torch.library`` batching-rule API for nested levels with a
 # "call below every level" helper (``torch._functorch.pyfunctorch``'s ``interpreter.lower()``
 # is the Python counterpart for higher-order operators, but it leaves the dispatch state alone,
@@ -308,7 +306,6 @@ dispatch_modes_active: Callable[[], int] = torch._C._len_torch_dispatch_stack
 function_modes_active: Callable[[], int] = torch._C._len_torch_function_stack
 #: Whether torch.jit is tracing (``torch.jit.is_tracing`` is the public, untyped, slower form).
 jit_tracing: Callable[[], Any] = torch._C._get_tracing_state
-_VMAP = _functorch.TransformType.Vmap
 _pop_layer = _functorch.pop_dynamic_layer_stack
 _push_layer = _functorch.push_dynamic_layer_stack
 _ForceDispatchKeyGuard = torch._C._ForceDispatchKeyGuard
@@ -319,17 +316,6 @@ _tls_exclude: Callable[[], Any] = torch._C._dispatch_tls_local_exclude_set
 def forward_ad_level_open() -> bool:
     """Whether a ``torch.autograd.forward_ad`` dual level is open (dual tensors may exist)."""
     return _forward_ad._current_level >= 0
-
-
-def vmap_levels() -> list[int] | None:
-    """The levels of every functorch transform, outermost first, if all are vmap levels
-    (None otherwise: a grad, jvp or functionalize level needs the dispatcher)."""
-    levels = []
-    for interpreter in _functorch.get_interpreter_stack() or ():
-        if interpreter.key() != _VMAP:
-            return None
-        levels.append(interpreter.level())
-    return levels
 
 
 class VmapLevelKeys:
