@@ -174,10 +174,13 @@ def vmap_contenders(ops: Mapping[str, Callable[..., Any]]) -> dict[str, Callable
     }
 
 
-def nested_vmap(fn: Callable[..., Any], depth: int) -> Callable[..., Any]:
-    """``fn`` under ``depth`` nested ``vmap``s over its first argument (the second is shared)."""
+def nested_vmap(
+    fn: Callable[..., Any], depth: int, in_dims: tuple[int | None, ...] = (0, None)
+) -> Callable[..., Any]:
+    """``fn`` under ``depth`` nested ``vmap``s with ``in_dims`` (by default over its first
+    argument, the second shared)."""
     for _ in range(depth):
-        fn = vmap(fn, in_dims=(0, None))
+        fn = vmap(fn, in_dims=in_dims)
     return fn
 
 

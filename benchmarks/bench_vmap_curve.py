@@ -4,7 +4,8 @@ Contenders (the same element-wise add of 8-float samples, see ``bench_core.vmap_
 ``torch.vmap`` of the plain function, an opreg op, ``custom_op`` + ``register_vmap``, an
 EvoX-style op (one ``custom_op`` per vmap level) and a bare ``Library`` op without a batching
 rule (PyTorch's per-sample fallback). At depth d the samples are split over d nested vmaps of
-near-equal size (4096 at depth 3 is 16 x 16 x 16); the second argument is shared (in_dims None).
+near-equal size (4096 at depth 3 is 16 x 16 x 16); the second argument is shared (in_dims
+None), or with ``--batched-y`` batched like the first.
 
 For each (depth, samples) the contenders are timed interleaved, block by block, each block
 lasting about ``--block-ms``; the median block is kept, with the quartiles, and each median is
@@ -16,6 +17,7 @@ every contender's block sets the switches, so all pay the same. Run::
     python benchmarks/bench_vmap_curve.py --json benchmarks/results/vmap_curve.json
     python benchmarks/bench_vmap_curve.py --quick      # smoke run, a few seconds
     python benchmarks/bench_vmap_curve.py --paths      # each short path alone
+    python benchmarks/bench_vmap_curve.py --batched-y  # the second argument batched too
 """
 
 from __future__ import annotations
@@ -64,15 +66,23 @@ def level_sizes(samples: int, depth: int) -> tuple[int, ...]:
 
 
 def measure(
-    depth: int, samples: int, contenders: dict[str, Any], rounds: int, block_s: float
+    depth: int,
+    samples: int,
+    contenders: dict[str, Any],
+    rounds: int,
+    block_s: float,
+    batched_y: bool = False,
 ) -> list[dict[str, Any]]:
-    """Time every contender at one (depth, samples); one result row per contender."""
+    """Time every contender at one (depth, samples); one result row per contender. ``y`` is
+    shared by the samples, or batched like ``x`` with ``batched_y``."""
     sizes = level_sizes(samples, depth)
-    x, y = torch.randn(*sizes, ELEMENTS), torch.randn(ELEMENTS)
+    x = torch.randn(*sizes, ELEMENTS)
+    y = torch.randn(*sizes, ELEMENTS) if batched_y else torch.randn(ELEMENTS)
+    in_dims = (0, 0) if batched_y else (0, None)
     expected = x + y
     thunks = {}
     for name, fn in contenders.items():
-        mapped = nested_vmap(fn, depth)
+        mapped = nested_vmap(fn, depth, in_dims)
         fold, twin = PATHS.get(name, (True, True))
 
         def thunk(mapped: Any = mapped, fold: bool = fold, twin: bool = twin) -> Any:
@@ -118,6 +128,9 @@ def main() -> None:
     parser.add_argument(
         "--only-opreg", action="store_true", help="leave out custom_op, EvoX and the fallback"
     )
+    parser.add_argument(
+        "--batched-y", action="store_true", help="y batched like x (in_dims=(0, 0)), not shared"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.block_ms = 3, 2.0
@@ -132,7 +145,10 @@ def main() -> None:
     print(f"|-------|---------|----------|{'-' * 42}|{'-' * 11}|---------------|")
     for depth in DEPTHS:
         for samples in SAMPLES:
-            for row in measure(depth, samples, contenders, args.rounds, args.block_ms / 1e3):
+            rows_here = measure(
+                depth, samples, contenders, args.rounds, args.block_ms / 1e3, args.batched_y
+            )
+            for row in rows_here:
                 rows.append(row)
                 levels = "x".join(map(str, row["level_sizes"]))
                 print(
@@ -150,7 +166,8 @@ def main() -> None:
             "depths": list(DEPTHS),
             "elements_per_sample": ELEMENTS,
             "threads": 1,
-            "op": "x + y, x batched at every level, y shared (in_dims=(0, None))",
+            "op": "x + y, x batched at every level, y "
+            + ("batched too (in_dims=(0, 0))" if args.batched_y else "shared (in_dims=(0, None))"),
             "statistic": "median (and quartiles) of interleaved blocks, microseconds per call",
         }
         write_json(args.json, "vmap_curve", parameters, rows)
