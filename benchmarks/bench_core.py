@@ -7,7 +7,8 @@ both sides alike. Run: ``hatch run bench:run`` (or ``python benchmarks/bench_cor
 ``benchmarks/plot.py``).
 
 Also holds what the other benchmark scripts share: the contenders (``build_ops``,
-``vmap_contenders``), interleaved timing (``median_us``) and the JSON writer (``write_json``).
+``vmap_contenders``), interleaved timing (``median_us``), best-of-runs timing (``best_us``)
+and the JSON writer (``write_json``).
 """
 
 from __future__ import annotations
@@ -206,6 +207,14 @@ def sample_us(
         for key, fn in fns.items():
             samples[key].append(timeit.timeit(fn, number=calls[key]) / calls[key] * 1e6)
     return samples
+
+
+def best_us(fn: Callable[[], Any], calls: int = 5000, repeats: int = 7) -> float:
+    """Microseconds per call of ``fn``: the best of ``repeats`` runs of ``calls`` calls, after a
+    short warm-up (for comparisons printed side by side, not interleaved)."""
+    for _ in range(100):
+        fn()
+    return min(timeit.repeat(fn, number=calls, repeat=repeats)) / calls * 1e6
 
 
 def calls_per_block(fns: Mapping[str, Callable[[], Any]], block_s: float) -> dict[str, int]:

@@ -12,13 +12,12 @@ Best of 7 runs of 5000 calls, µs per call.
 from __future__ import annotations
 
 import sys
-import timeit
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.autograd.function import _SingleLevelFunction
 
+from bench_core import best_us
 from opreg_core import register_vmap_op
 
 
@@ -36,7 +35,7 @@ def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 class Bare(_SingleLevelFunction):
     @staticmethod
-    def forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return launcher(x, w)
 
     @staticmethod
@@ -56,7 +55,7 @@ class Saving(Bare):
 
 class Plain(torch.autograd.Function):
     @staticmethod
-    def forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return launcher(x, w)
 
     @staticmethod
@@ -66,12 +65,6 @@ class Plain(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         return grads[0], grads[0]
-
-
-def best_us(fn: Callable[[], Any], calls: int = 5000, repeats: int = 7) -> float:
-    for _ in range(100):
-        fn()
-    return min(timeit.repeat(fn, number=calls, repeat=repeats)) / calls * 1e6
 
 
 def main() -> None:
@@ -85,9 +78,9 @@ def main() -> None:
     base = best_us(lambda: launcher(x, w))
     print(f"{'launcher':34s} {base:7.2f} us")
     for name, fn in (
-        ("bare single-level Function", lambda: Bare.apply(x, w)),
-        ("+ save_for_backward", lambda: Saving.apply(x, w)),
-        ("torch.autograd.Function", lambda: Plain.apply(x, w)),
+        ("bare single-level Function", lambda: cast(Any, Bare).apply(x, w)),
+        ("+ save_for_backward", lambda: cast(Any, Saving).apply(x, w)),
+        ("torch.autograd.Function", lambda: cast(Any, Plain).apply(x, w)),
         ("opreg op (setup_context, backward)", lambda: op(x, w)),
     ):
         us = best_us(fn)

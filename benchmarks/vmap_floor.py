@@ -15,7 +15,6 @@ is above this floor.
 
 from __future__ import annotations
 
-import timeit
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ import torch
 from torch._C import _functorch
 from torch.func import vmap
 
+from bench_core import best_us
 from opreg_core import register_vmap_op
 
 
@@ -55,10 +55,6 @@ def minimal_rule_op() -> Callable[..., Any]:
     lib.impl("add", rule, "FuncTorchBatched")  # type: ignore[no-untyped-call]
     minimal_rule_op.lib = lib  # type: ignore[attr-defined]  # keep the library alive
     return op
-
-
-def best_us(fn: Callable[[], Any]) -> float:
-    return min(timeit.repeat(fn, number=5000, repeat=7)) / 5000 * 1e6
 
 
 def main() -> None:
