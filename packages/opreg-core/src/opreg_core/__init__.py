@@ -9,6 +9,7 @@ goes straight into the dispatcher.
 from ._batching import VmapInfo, VmapStats, default_wrap_inputs
 from ._devices import device_type_name
 from ._dtensor import register_sharding_rule
+from ._errors import NotDifferentiableError
 from ._kernels import KernelHandle
 from ._naming import default_name
 from ._op import Registration, VmapOp
@@ -33,6 +34,7 @@ __all__ = [
     "CustomSharding",
     "ElementwiseSharding",
     "KernelHandle",
+    "NotDifferentiableError",
     "Registration",
     "ReplicateSharding",
     "RowwiseSharding",

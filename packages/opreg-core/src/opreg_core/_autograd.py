@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ._errors import NotDifferentiableError
 from ._private import (
     AFTER_AUTOGRAD_KEYSET,
     AutoDispatchBelowAutograd,
@@ -242,10 +243,11 @@ def check_tangents(
 
 def non_differentiable_backward(qualname: str) -> Backward:
     def backward(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(
+        raise NotDifferentiableError(
             f"opreg: {qualname} was registered without a backward, so it cannot be "
             "differentiated. Pass backward=... (and setup_context=...) to register_vmap_op, or "
-            "differentiable=False if its outputs are not differentiable by nature."
+            "differentiable=False if its outputs are not differentiable by nature.",
+            qualname,
         )
 
     return backward
@@ -399,12 +401,14 @@ def make_autograd_kernel(
         if forward_mode_ad_active(args, kwargs):
             if jvp is not None:
                 return record(args, kwargs)
-            raise RuntimeError(
+            raise NotDifferentiableError(
                 f"opreg: {qualname}: forward-mode AD (torch.func.jvp, jacfwd, hessian, dual "
                 "tensors) through this op needs a jvp: the op was registered without one, and "
                 "its tangent would be lost. Pass jvp=... (with setup_context=...) to "
                 "register_vmap_op, use reverse mode (torch.func.grad, vjp, jacrev), or "
-                "differentiable=False if no gradient flows."
+                "differentiable=False if no gradient flows.",
+                qualname,
+                "forward",
             )
         if grad_enabled():
             needs_grad = False
