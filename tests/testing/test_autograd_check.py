@@ -1,9 +1,11 @@
 """The autograd check: second derivatives (gradgradcheck, and a clear failure for a backward
-that is not differentiable, with its opt-out), list arguments, and the torch.func part's cases
-(unbatched arguments, nested vmaps) and messages naming the likely cause."""
+that is not differentiable, with its opt-out; once-differentiable ops, whose double backward
+raises a clear error, pass and are reported as such), list arguments, and the torch.func part's
+cases (unbatched arguments, nested vmaps) and messages naming the likely cause."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,10 +13,14 @@ import numpy as np
 import pytest
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
-from opreg_testing import CheckFailure, SampleInput, check_autograd, check_op
+from opreg_core import NotDifferentiableError
+from opreg_testing import CheckFailure, OpNamespace, SampleInput, check_autograd, check_op
+from opreg_testing.checks._declined import TORCH_ONCE_DIFFERENTIABLE, declined
 from opreg_testing.checks._harness import prepare
 from opreg_testing.checks.autograd import VMAP_HINT, _compare_grads
+from opreg_testing.table import render_details
 
 Register = Callable[..., Any]  # the ``register`` fixture (conftest.py)
 
@@ -232,3 +238,160 @@ def test_batch_entries_option_is_validated(register: Register) -> None:
     with pytest.raises(ValueError, match="batch_entries must be one of"):
         check_autograd(op, batch_entries="nope")
     assert check_autograd(op, batch_entries="permute").passed
+
+
+# -- once differentiable: double backward declined with a clear error (issue 20, finding 4) ------
+
+
+def cos(x: Tensor) -> Tensor:
+    return torch.cos(x)
+
+
+def test_a_backward_calling_an_op_without_backward_is_once_differentiable(
+    register: Register,
+) -> None:
+    inner = register(
+        cos, fake_fn=torch.empty_like, vmap_fn=torch.cos, fake_vmap_fn=torch.empty_like
+    )
+    op = register_sin(register, lambda ctx, g: g * inner(ctx.saved_tensors[0]))
+    report = check_op(op, checks=["autograd"])
+    result = report["autograd"]
+    assert result.passed, result.reason
+    assert result.info["once_differentiable"] is True and result.info["gradgrad"] is True
+    refusal = f"opreg: {inner.qualname} was registered without a backward, so it cannot be"
+    assert result.info["declined"]["double backward"].startswith(refusal)
+    assert len(result.notes) == 1 and result.notes[0].startswith(
+        f"once differentiable: double backward raises '{refusal}"
+    )
+    assert "(once differentiable: double backward raises" in report.summary()
+    details = render_details([report])
+    assert f"Notes:\n  {op.qualname} [cpu] autograd: once differentiable: double" in details
+    data = json.loads(json.dumps(report.to_dict()))["results"][0]
+    assert data["notes"] == result.notes and data["info"]["once_differentiable"] is True
+
+
+def test_a_differentiable_backward_is_not_once_differentiable(register: Register) -> None:
+    right = check_autograd(
+        register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    )
+    assert right.info["once_differentiable"] is False and right.notes == []
+    assert "declined" not in right.info or "double backward" not in right.info["declined"]
+
+
+def test_torch_once_differentiable_is_once_differentiable(register: Register) -> None:
+    @once_differentiable
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * torch.cos(ctx.saved_tensors[0])
+
+    result = check_autograd(register_sin(register, backward))
+    assert result.info["once_differentiable"] is True
+    assert result.info["declined"]["double backward"] == TORCH_ONCE_DIFFERENTIABLE
+
+
+def test_an_op_without_backward_called_under_no_grad_is_silently_zero(
+    register: Register,
+) -> None:
+    # Under no_grad the inner op records nothing: no clear error, a silently zero second
+    # derivative. Not once differentiable: a failure.
+    inner = register(cos, fake_fn=torch.empty_like)
+
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        with torch.no_grad():
+            c = inner(ctx.saved_tensors[0])
+        return g * c
+
+    failure = failure_of(register_sin(register, backward))
+    assert failure.case == "gradgradcheck, float64"
+    assert "the backward's own derivative (the second derivative) disagrees" in str(failure)
+    assert failure.mismatch is not None and failure.mismatch.actual == 0
+
+
+def test_other_errors_of_double_backward_fail(
+    register: Register, opreg_namespace: OpNamespace
+) -> None:
+    # A shape error in the inner op's backward, and a plain RuntimeError worded like opreg's
+    # refusal: neither is a clear refusal (only NotDifferentiableError's class counts).
+    def broken(ctx: Any, g: Tensor) -> Tensor:
+        return g @ torch.ones(g.shape[-1] + 1, 1, dtype=g.dtype)
+
+    def imitation(ctx: Any, g: Tensor) -> Tensor:
+        raise RuntimeError(
+            "opreg: x was registered without a backward, so it cannot be differentiated."
+        )
+
+    for i, inner_backward in enumerate((broken, imitation)):
+        inner = register(
+            cos,
+            name=opreg_namespace.qualname(f"inner{i}"),
+            fake_fn=torch.empty_like,
+            backward=inner_backward,
+        )
+        op = register_sin(
+            register,
+            lambda ctx, g, inner=inner: g * inner(ctx.saved_tensors[0]),
+            name=opreg_namespace.qualname(f"outer{i}"),
+        )
+        failure = failure_of(op)
+        assert failure.case == "gradgradcheck, float64"
+        assert "double backward raised RuntimeError" in str(failure)
+        assert "only opreg's NotDifferentiableError" in str(failure)
+
+
+def test_an_op_without_jvp_reports_that_forward_mode_raises(register: Register) -> None:
+    result = check_autograd(
+        register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    )
+    assert result.passed and result.info["forward_ad"] is False
+    refusal = result.info["declined"]["forward-mode AD"]
+    assert "forward-mode AD" in refusal and "needs a jvp" in refusal
+    assert result.notes == []  # most ops have no jvp: the JSON says so, the summary does not
+
+
+def test_not_differentiable_error_is_opreg_core_public_and_a_runtime_error() -> None:
+    error = NotDifferentiableError("opreg: ns::op ...", "ns::op", "forward")
+    assert isinstance(error, RuntimeError) and error.op == "ns::op" and error.mode == "forward"
+    assert declined(error, "forward") == "opreg: ns::op ..." and declined(error, "reverse") is None
+    assert declined(RuntimeError(TORCH_ONCE_DIFFERENTIABLE), "reverse") == TORCH_ONCE_DIFFERENTIABLE
+    assert declined(RuntimeError("mat1 and mat2 shapes cannot be multiplied"), "reverse") is None
+
+
+@pytest.mark.needs_triton
+def test_a_backward_calling_a_triton_op_without_backward_on_triton_cpu(
+    register: Register, opreg_namespace: OpNamespace
+) -> None:
+    # The pattern of examples/triton_rmsnorm.py: the backward is a Triton op of its own,
+    # registered without a backward (as most Triton libraries do), run by Triton's interpreter.
+    import triton
+    import triton.language as tl
+
+    from opreg_kernels import register_triton_op
+
+    @triton.jit
+    def scale_kernel(g_ptr, x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        g = tl.load(g_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, g * tl.cos(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+    def launch(g: Tensor, x: Tensor) -> Tensor:
+        g, x = g.contiguous(), x.contiguous()
+        out = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(max(x.numel(), 1), 64),)](g, x, out, x.numel(), BLOCK=64)
+        return out
+
+    def sin_backward(g: Tensor, x: Tensor) -> Tensor:
+        return g * torch.cos(x)
+
+    backward_op = register_triton_op(
+        sin_backward,
+        name=opreg_namespace.qualname("sin_backward"),
+        schema="(Tensor g, Tensor x) -> Tensor",
+        fake_fn=lambda g, x: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+        triton_fn=launch,
+    )
+    op = register_sin(register, lambda ctx, g: backward_op(g, ctx.saved_tensors[0]))
+    report = check_op(op, checks=["autograd"], device="triton-cpu")
+    result = report["autograd"]
+    assert result.passed, result.reason
+    assert report.device == "triton-cpu" and result.info["once_differentiable"] is True
+    assert backward_op.qualname in result.info["declined"]["double backward"]

@@ -16,7 +16,9 @@ class CheckResult:
 
     ``reason`` says why a check was skipped, or (one line) why it failed; ``failure`` holds the
     full :class:`CheckFailure`. ``info`` carries check-specific facts, e.g. for vmap which
-    batching path ran (``info["batching"]``).
+    batching path ran (``info["batching"]``). ``notes`` are one-line facts of a passed check
+    worth reading, e.g. the autograd check's ``"once differentiable: double backward raises
+    ..."`` for an op whose backward declines second derivatives with a clear error.
     """
 
     check: str
@@ -26,6 +28,7 @@ class CheckResult:
     reason: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     failure: CheckFailure | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -49,6 +52,7 @@ class CheckResult:
             "reason": self.reason,
             "message": str(self.failure) if self.failure is not None else None,
             "info": self.info,
+            "notes": list(self.notes),
         }
 
 
@@ -98,11 +102,12 @@ class OpReport:
             raise OpCheckFailed(failures)
 
     def summary(self) -> str:
-        """``op on device: passed fake, vmap; skipped kernel (why)``: one line per status."""
+        """``op on device: passed fake, autograd (note); skipped kernel (why)``: the reason of
+        each check that did not pass, the notes of each that did."""
         parts = []
         for status in ("failed", "passed", "skipped"):
             names = [
-                r.check + (f" ({r.reason})" if status != "passed" and r.reason else "")
+                r.check + (f" ({why})" if (why := _explanation(r)) else "")
                 for r in self.results
                 if r.status == status
             ]
@@ -118,3 +123,9 @@ class OpReport:
             "checked": self.checked,
             "results": [r.to_dict() for r in self.results],
         }
+
+
+def _explanation(result: CheckResult) -> str:
+    """What :meth:`OpReport.summary` says after a check's name: its notes if it passed, else
+    its reason."""
+    return "; ".join(result.notes) if result.passed else result.reason

@@ -37,7 +37,8 @@ def render_table(reports: Sequence[OpReport], checks: Sequence[str]) -> str:
 
 
 def render_details(reports: Sequence[OpReport]) -> str:
-    """Failures in full, skip reasons and vmap batching paths, one section each."""
+    """Failures in full, skip reasons, notes of passed checks (e.g. once differentiable) and
+    vmap batching paths, one section each."""
     failures = [
         f"{r.device}: {result.failure}"
         for r in reports
@@ -50,6 +51,12 @@ def render_details(reports: Sequence[OpReport]) -> str:
         for result in r.results
         if result.skipped
     ]
+    notes = [
+        f"  {r.op} [{r.device}] {result.check}: {note}"
+        for r in reports
+        for result in r.results
+        for note in result.notes
+    ]
     batching = [
         f"  {r.op} [{r.device}]: {result.info['batching']} ({result.info.get('cases', 0)} cases)"
         for r in reports
@@ -61,6 +68,8 @@ def render_details(reports: Sequence[OpReport]) -> str:
         sections.append("Failures:\n" + "\n\n".join(failures))
     if skips:
         sections.append("Skipped:\n" + "\n".join(skips))
+    if notes:
+        sections.append("Notes:\n" + "\n".join(notes))
     if batching:
         sections.append("vmap batching path:\n" + "\n".join(batching))
     return "\n\n".join(sections)

@@ -1,6 +1,8 @@
 """Mutants the autograd check must catch: backwards with the wrong sign, scale, argument order
-or shape, second derivatives that are detached or wrong, and backwards that work for one
-sample but not under ``torch.func`` transforms."""
+or shape, second derivatives that are detached, silently zero or wrong, double backwards that
+fail with an error other than a clear refusal, and backwards that work for one sample but not
+under ``torch.func`` transforms. (A backward calling an op registered without a backward is
+once differentiable, a correct op: see correct_ops.py.)"""
 
 from __future__ import annotations
 
@@ -187,17 +189,6 @@ def _wrong_inner_derivative(ns: OpNamespace) -> Any:
     )
 
 
-def _inner_op_without_backward(ns: OpNamespace) -> Any:
-    cos_plain = unary(ns, "cos_without_backward", torch.cos)
-    return unary(
-        ns,
-        "backward_calls_op_without_backward",
-        torch.sin,
-        backward=lambda ctx, g: g * cos_plain(ctx.saved_tensors[0]),
-        setup_context=save_inputs,
-    )
-
-
 MUTANTS = [
     _sin("backward_sign", "the backward has the wrong sign", lambda c, g: -g * torch.cos(_x(c))),
     _sin(
@@ -279,12 +270,6 @@ MUTANTS = [
         "autograd",
         "the backward calls an op whose own backward is wrong: the second derivative is wrong",
         _wrong_inner_derivative,
-    ),
-    Mutant(
-        "backward_calls_op_without_backward",
-        "autograd",
-        "the backward calls an op registered without a backward: no second derivative",
-        _inner_op_without_backward,
     ),
 ]
 
@@ -407,4 +392,84 @@ MUTANTS += [
         "the jvp calls .item() on an input: right for one sample, fails under vmap",
         _jvp_item,
     ),
+]
+
+
+# -- second derivatives: silently wrong, or failing with an error that is not a clear refusal ----
+
+
+def _inner_backward_zeros(ns: OpNamespace) -> Any:
+    # cos whose backward returns zeros: sin's backward calls it, so sin's second derivative is
+    # silently zero (no error: this is not "once differentiable").
+    cos_zero = unary(
+        ns, "cos_with_zero_backward", torch.cos, backward=lambda ctx, g: torch.zeros_like(g)
+    )
+    return unary(
+        ns,
+        "inner_backward_returns_zeros",
+        torch.sin,
+        backward=lambda ctx, g: g * cos_zero(ctx.saved_tensors[0]),
+        setup_context=save_inputs,
+    )
+
+
+def _inner_op_under_no_grad(ns: OpNamespace) -> Any:
+    # The backward calls an op registered without a backward, but under no_grad: the op records
+    # nothing, so double backward never reaches its clear error and would be silently zero.
+    cos_plain = unary(ns, "cos_without_backward_no_grad", torch.cos)
+
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        with torch.no_grad():
+            c = cos_plain(ctx.saved_tensors[0])
+        return g * c
+
+    return unary(
+        ns,
+        "inner_op_without_backward_under_no_grad",
+        torch.sin,
+        backward=backward,
+        setup_context=save_inputs,
+    )
+
+
+def _inner_backward_shape_error(ns: OpNamespace) -> Any:
+    # cos whose backward fails with a shape error: double backward raises, but not a clear
+    # refusal of second derivatives: a bug, which must fail.
+    cos_broken = unary(
+        ns,
+        "cos_with_broken_backward",
+        torch.cos,
+        backward=lambda ctx, g: g @ torch.ones(g.shape[-1] + 1, 1, dtype=g.dtype),
+    )
+    return unary(
+        ns,
+        "inner_backward_shape_error",
+        torch.sin,
+        backward=lambda ctx, g: g * cos_broken(ctx.saved_tensors[0]),
+        setup_context=save_inputs,
+    )
+
+
+MUTANTS += [
+    Mutant(
+        "inner_backward_returns_zeros",
+        "autograd",
+        "the backward calls an op whose own backward returns zeros: second derivative silently 0",
+        _inner_backward_zeros,
+    ),
+    Mutant(
+        "inner_op_without_backward_under_no_grad",
+        "autograd",
+        "the backward calls an op without a backward under no_grad: double backward gets no "
+        "graph and would be silently zero instead of raising",
+        _inner_op_under_no_grad,
+    ),
+    Mutant(
+        "inner_backward_shape_error",
+        "autograd",
+        "double backward fails with a shape error in the inner op's backward (not a clear "
+        "refusal of second derivatives)",
+        _inner_backward_shape_error,
+    ),
+    _sin_jvp("jvp_returns_zeros", "the jvp returns zeros", lambda c, t: torch.zeros_like(t)),
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from opreg_core import SampleInput, VmapOp, register_vmap_op
 from opreg_testing import OpNamespace
@@ -579,4 +580,55 @@ CORRECT += [
         needs=NEEDS_CORE_REDUCTION,
     ),
     CorrectOp("list_sum_with_jvp", "a list input: its tangents come as a list", _list_with_jvp),
+]
+
+
+# -- once differentiable (double backward declined with a clear error) ----------------------------
+
+
+def _once_differentiable_inner_op(ns: OpNamespace) -> Any:
+    # The backward calls an op registered without a backward (as a Triton backward registered
+    # as its own op is): first derivatives everywhere, double backward raises opreg's error.
+    cos_plain = unary(ns, "cos_without_backward", torch.cos, vmap_fn=torch.cos)
+    return unary(
+        ns,
+        "once_differentiable_inner_op",
+        torch.sin,
+        vmap_fn=torch.sin,
+        backward=lambda ctx, g: g * cos_plain(ctx.saved_tensors[0]),
+        setup_context=save_inputs,
+    )
+
+
+@once_differentiable
+def _decorated_backward(ctx: Any, g: Tensor) -> Tensor:
+    return g * torch.cos(ctx.saved_tensors[0])
+
+
+def _once_differentiable_decorated(ns: OpNamespace) -> Any:
+    return unary(
+        ns,
+        "once_differentiable_decorated",
+        torch.sin,
+        vmap_fn=torch.sin,
+        backward=_decorated_backward,
+        setup_context=save_inputs,
+    )
+
+
+CORRECT += [
+    CorrectOp(
+        "once_differentiable_inner_op",
+        "a backward calling an op registered without a backward: once differentiable",
+        _once_differentiable_inner_op,
+    ),
+    CorrectOp(
+        "once_differentiable_decorated",
+        "a backward decorated with torch.autograd.function.once_differentiable",
+        _once_differentiable_decorated,
+    ),
+    _triton(
+        "once_differentiable_triton",
+        "a backward calling a Triton op registered without a backward (interpreter)",
+    ),
 ]

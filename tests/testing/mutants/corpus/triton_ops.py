@@ -182,7 +182,28 @@ MUTANT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {
     ),
 }
 
+
+def _once_differentiable_triton(ns: OpNamespace) -> VmapOp[Any, Any]:
+    """``2 * x`` whose backward calls a Triton op registered without a backward (the pattern
+    of examples/triton_rmsnorm.py): once differentiable."""
+    double_grad = register_triton_op(
+        lambda g: 2 * g,
+        name=ns.qualname("double_grad"),
+        schema="(Tensor g) -> Tensor",
+        fake_fn=contiguous_like,
+        triton_fn=launch_double,
+        vmap_fn=lambda g: 2 * g,
+        fake_vmap_fn=contiguous_like,
+        triton_vmap_fn=launch_double,
+        triton_device_types="cpu",
+    )
+    return _double_op(
+        ns, "once_differentiable_triton", launch_double, backward=lambda ctx, g: double_grad(g)
+    )
+
+
 CORRECT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {
     "triton_double": lambda ns: _double_op(ns, "triton_double", launch_double),
     "triton_center": lambda ns: _center_op(ns, "triton_center", launch_center_batched),
+    "once_differentiable_triton": _once_differentiable_triton,
 }

@@ -48,14 +48,21 @@ class CheckContext:
     device: torch.device
     tolerance: ToleranceSpec = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: One-line facts a passing check wants read (e.g. "once differentiable: ..."), kept in
+    #: :attr:`CheckResult.notes`.
+    notes: list[str] = field(default_factory=list)
+    #: A failure of an earlier check on this device that this check's failures may follow
+    #: from (e.g. the kernel check's): the first line of each of its failures.
+    upstream: str | None = None
 
     @property
     def name(self) -> str:
         return self.target.name
 
-    def for_check(self, check: str) -> CheckContext:
-        """The same op, samples, device and tolerance for another check (with its own info)."""
-        return dataclasses.replace(self, check=check, info={})
+    def for_check(self, check: str, upstream: str | None = None) -> CheckContext:
+        """The same op, samples, device and tolerance for another check (with its own info
+        and notes); ``upstream``: see the attribute."""
+        return dataclasses.replace(self, check=check, info={}, notes=[], upstream=upstream)
 
     def describe(self, sample: SampleInput) -> str:
         return describe_sample(sample, self.target.arg_names)
@@ -64,6 +71,8 @@ class CheckContext:
         self, problem: str, sample: SampleInput | None = None, case: str | None = None, **kw: Any
     ) -> CheckFailure:
         label = None if sample is None else self.describe(sample)
+        if self.upstream is not None:
+            problem = f"{self.upstream}\n{problem}"
         return CheckFailure(self.name, self.check, problem, sample=label, case=case, **kw)
 
     @contextmanager
@@ -186,7 +195,13 @@ def execute(ctx: CheckContext, body: Body) -> CheckResult:
             body(ctx)
     except Skip as skip:
         return CheckResult(
-            ctx.check, ctx.name, "skipped", time.perf_counter() - start, str(skip), ctx.info
+            ctx.check,
+            ctx.name,
+            "skipped",
+            time.perf_counter() - start,
+            str(skip),
+            ctx.info,
+            notes=ctx.notes,
         )
     except CheckFailure as failure:
         return _failed(ctx, start, failure)
@@ -194,7 +209,8 @@ def execute(ctx: CheckContext, body: Body) -> CheckResult:
         unexpected = ctx.failure(f"the check raised {format_exception(exc)}")
         unexpected.__cause__ = exc
         return _failed(ctx, start, unexpected)
-    return CheckResult(ctx.check, ctx.name, "passed", time.perf_counter() - start, "", ctx.info)
+    elapsed = time.perf_counter() - start
+    return CheckResult(ctx.check, ctx.name, "passed", elapsed, "", ctx.info, notes=ctx.notes)
 
 
 def _failed(ctx: CheckContext, start: float, failure: CheckFailure) -> CheckResult:

@@ -47,6 +47,7 @@ from ..compare import Mismatch, Tolerance, compare, compare_tensors
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
+from ._declined import declined
 from ._harness import Check, CheckContext, Skip, format_exception
 from ._vmap_cases import (
     Entries,
@@ -471,14 +472,13 @@ def _first_order(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
     return gradients
 
 
-def _not_differentiable(
-    fn: Callable[..., Any], xs: tuple[torch.Tensor, ...], names: list[str]
-) -> list[str]:
-    """The inputs whose first-order gradient is nonzero but does not require grad, although the
-    inputs and the output gradients do: the backward cut it off the graph."""
+def _first_order_graph(fn: Callable[..., Any], xs: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+    """The first-order gradients of ``fn``'s floating outputs (weighted by random output
+    gradients that require grad) with respect to ``xs``, with ``create_graph=True``; None for
+    an input that gets no gradient."""
     outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
     if not outs:
-        return []
+        return (None,) * len(xs)
     g = torch.Generator().manual_seed(4321)
     vs = [
         torch.randn(o.shape, generator=g, dtype=torch.float64)
@@ -486,7 +486,12 @@ def _not_differentiable(
         .requires_grad_(True)
         for o in outs
     ]
-    grads = torch.autograd.grad(outs, xs, vs, create_graph=True, allow_unused=True)
+    return torch.autograd.grad(outs, xs, vs, create_graph=True, allow_unused=True)
+
+
+def _not_differentiable(grads: Sequence[Any], names: list[str]) -> list[str]:
+    """The inputs whose first-order gradient is nonzero but does not require grad, although the
+    inputs and the output gradients do: the backward cut it off the graph."""
     return [
         name
         for name, grad in zip(names, grads, strict=True)
@@ -494,13 +499,52 @@ def _not_differentiable(
     ]
 
 
-def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
+def _double_backward_declined(grads: Sequence[Any]) -> str | None:
+    """Run double backward through every first-order gradient that requires grad; the clear
+    refusal it raised (see :mod:`._declined`), or None if it ran. Any other error propagates.
+
+    ``.backward()`` without ``inputs`` runs every node of the graph, as a user's double
+    backward does: ``torch.autograd.grad`` with respect to the inputs would skip the node that
+    ``once_differentiable`` adds, and see zeros where torch raises.
+    """
+    live = [g for g in grads if isinstance(g, torch.Tensor) and g.requires_grad]
+    if not live:
+        return None
+    gen = torch.Generator().manual_seed(8642)
+    total = torch.stack(
+        [
+            (g * torch.randn(g.shape, generator=gen, dtype=torch.float64).to(g.device)).real.sum()
+            for g in live
+        ]
+    ).sum()
+    try:
+        torch.autograd.backward(total)
+    except Exception as exc:
+        reason = declined(exc, "reverse")
+        if reason is None:
+            raise
+        return reason
+    return None
+
+
+#: Why double backward can raise an error other than a clear refusal.
+DOUBLE_BACKWARD_HINT = (
+    "the backward's own backward failed: the backward calls an op whose backward is broken "
+    "(only opreg's NotDifferentiableError, from an op registered without a backward, and "
+    "torch's once_differentiable error count as declining second derivatives clearly)"
+)
+
+
+def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> str | None:
+    """Second derivatives of one sample: None when gradgradcheck passed; the clear error when
+    double backward is declined (the op is once differentiable). Raises a failure otherwise."""
     fn = inputs.function(ctx.target.call)
     sample = inputs.sample
     names = inputs.names(ctx.target.arg_names)
     case = "gradgradcheck, float64" + (", fast mode" if fast else "")
     with ctx.step("the backward with create_graph=True", sample, case):
-        cut = _not_differentiable(fn, inputs.fresh(), names)
+        grads = _first_order_graph(fn, inputs.fresh())
+        cut = _not_differentiable(grads, names)
     if cut:
         which = ", ".join(cut)
         raise ctx.failure(
@@ -514,7 +558,11 @@ def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
             sample,
             case,
         )
-    with ctx.step("gradgradcheck", sample, case):
+    with ctx.step("double backward", sample, case, DOUBLE_BACKWARD_HINT):
+        refusal = _double_backward_declined(grads)
+    if refusal is not None:
+        return refusal
+    with ctx.step("gradgradcheck", sample, case, DOUBLE_BACKWARD_HINT):
         try:
             torch.autograd.gradgradcheck(
                 fn, inputs.fresh(), fast_mode=fast, check_batched_grad=False
@@ -543,6 +591,12 @@ def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
                 case,
                 mismatch=found,
             ) from exc
+        except Exception as exc:  # a refusal the probe above did not reach: still declined
+            refusal = declined(exc, "reverse")
+            if refusal is None:
+                raise
+            return refusal
+    return None
 
 
 # -- torch.func ----------------------------------------------------------------------------------
@@ -697,6 +751,36 @@ def _functorch(
     return len(cases)
 
 
+# -- declined derivatives ------------------------------------------------------------------------
+
+#: ``info["declined"]`` keys: what the op declines with a clear error (see :mod:`._declined`).
+DOUBLE_BACKWARD = "double backward"
+FORWARD_AD = "forward-mode AD"
+
+
+def _forward_declined(ctx: CheckContext, inputs: Inputs) -> str:
+    """For an opreg op with no jvp: forward-mode AD through it must raise opreg's clear error
+    (its tangent would otherwise be lost); returns that error's first sentence."""
+    sample = inputs.sample
+    fn = inputs.function(ctx.target.call)
+    xs = tuple(t.detach() for t in inputs.flat())
+    case = "torch.func.jvp, float64 (the op has no jvp)"
+    with ctx.step("torch.func.jvp(op)", sample, case):
+        try:
+            torch.func.jvp(fn, xs, tuple(torch.ones_like(x) for x in xs))
+        except Exception as exc:
+            refusal = declined(exc, "forward")
+            if refusal is None:
+                raise
+            return refusal
+    raise ctx.failure(
+        "torch.func.jvp(op) returned although the op was registered without a jvp: forward-mode "
+        "AD must raise opreg's NotDifferentiableError, not lose the tangent",
+        sample,
+        case,
+    )
+
+
 # -- the check -----------------------------------------------------------------------------------
 
 
@@ -742,6 +826,7 @@ def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
     forward = op is not None and op.has_jvp
     doubled = [to_double(s) for s in ctx.samples]
     checked = cases = forward_cases = 0
+    declined_by: dict[str, str] = {}  # what the op declines clearly -> the error saying so
     for sample in doubled:
         positions = diff_positions(sample)
         if not positions:
@@ -753,7 +838,11 @@ def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
         if backward:
             _gradcheck(ctx, inputs, fast)
             if gradgrad:
-                _gradgradcheck(ctx, inputs, fast)
+                refusal = _gradgradcheck(ctx, inputs, fast)
+                if refusal is not None:
+                    declined_by.setdefault(DOUBLE_BACKWARD, refusal)
+            if not forward and op is not None and FORWARD_AD not in declined_by:
+                declined_by[FORWARD_AD] = _forward_declined(ctx, inputs)
             if entries is not None:
                 cases += _functorch(ctx, sample, positions, entries, nested)
         if forward:
@@ -766,12 +855,19 @@ def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
     if not checked:
         raise Skip("no sample has a floating-point tensor argument to differentiate")
     ctx.info.update(samples=checked, functorch=functorch, gradgrad=gradgrad and backward)
+    if gradgrad and backward:
+        ctx.info["once_differentiable"] = DOUBLE_BACKWARD in declined_by
     if functorch and backward:
         ctx.info["functorch_cases"] = cases
-    if forward:
-        ctx.info["forward_ad"] = True
-        if functorch:
-            ctx.info["forward_functorch_cases"] = forward_cases
+    ctx.info["forward_ad"] = forward
+    if forward and functorch:
+        ctx.info["forward_functorch_cases"] = forward_cases
+    if declined_by:
+        ctx.info["declined"] = declined_by
+    if DOUBLE_BACKWARD in declined_by:
+        ctx.notes.append(
+            f"once differentiable: double backward raises {declined_by[DOUBLE_BACKWARD]!r}"
+        )
 
 
 #: The autograd check, with its options' defaults.
