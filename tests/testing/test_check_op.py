@@ -153,3 +153,96 @@ def test_report_says_whether_anything_was_checked(register: Register) -> None:
     no_tensors = register(count, fake_fn=lambda n: torch.empty(n, dtype=torch.long))
     report = check_op(no_tensors, [(3,)], checks="vmap,autograd,kernel")
     assert report.ok and not report.checked
+
+
+# -- a failing kernel is named first (issue 20, finding 5) ---------------------------------------
+
+
+def _launcher(wrong_index: int) -> Callable[[Tensor], Tensor]:
+    """A Triton launcher of ``2 * x``; it writes ``2 * x + 1`` at flat index ``wrong_index``
+    (-1: nowhere). Defined on first use: Triton's interpreter is on by then."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(x_ptr, out_ptr, n, WRONG: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        y = tl.load(x_ptr + offsets, mask=mask) * 2
+        tl.store(out_ptr + offsets, tl.where(offsets == WRONG, y + 1, y), mask=mask)
+
+    def launch(x: Tensor) -> Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        kernel[(triton.cdiv(max(x.numel(), 1), 64),)](
+            x, out, x.numel(), WRONG=wrong_index, BLOCK=64
+        )
+        return out
+
+    return launch
+
+
+def _triton_double(
+    name: str, launcher: Callable[[Tensor], Tensor], vmap_fn: Callable[[Tensor], Tensor]
+) -> Any:
+    from opreg_kernels import register_triton_op
+
+    def contiguous(x: Tensor) -> Tensor:
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+    return register_triton_op(
+        double,
+        name=name,
+        schema="(Tensor x) -> Tensor",
+        fake_fn=contiguous,
+        triton_fn=launcher,
+        vmap_fn=vmap_fn,
+        fake_vmap_fn=contiguous,
+        triton_vmap_fn=launcher if vmap_fn is double else None,
+        sample_inputs=samples,
+    )
+
+
+@pytest.mark.needs_triton
+def test_a_wrong_triton_kernel_is_blamed_before_the_batching_rule(opreg_namespace: Any) -> None:
+    # The kernel writes one wrong value; vmap(op) then differs from the op stacked over the
+    # batch only past the first entry, which used to read "entries influence each other
+    # (does the batching rule reduce over the batch dim?)".
+    op = _triton_double(opreg_namespace.qualname("one_wrong_value"), _launcher(2), double)
+    seen: list[str] = []
+    report = check_op(
+        op,
+        checks=["vmap", "autograd", "kernel"],
+        device="triton-cpu",
+        options={"vmap": {"nested": False}},
+        progress=lambda r: seen.append(r.check),
+    )
+    assert seen == ["kernel", "vmap", "autograd"]  # the kernel check ran first
+    assert [r.check for r in report.results] == ["vmap", "autograd", "kernel"]  # as asked
+    assert report["kernel"].failed
+    vmap = report["vmap"]
+    assert vmap.failed and vmap.failure is not None
+    first = "the Triton kernel differs from the fallback on triton-cpu (the kernel check failed)"
+    assert vmap.reason.startswith(first) and "fix that first" in vmap.reason
+    message = str(vmap.failure)
+    assert "batching rule" not in message and "influence each other" not in message
+    assert message.startswith(f"opreg vmap check failed for {op.qualname}")
+    assert "vmap(op) differs from the op stacked over the batch" in message  # the mismatch too
+
+
+@pytest.mark.needs_triton
+def test_a_right_kernel_with_a_wrong_batching_rule_still_blames_the_rule(
+    opreg_namespace: Any,
+) -> None:
+    def mixing(x: Tensor) -> Tensor:  # wrong: entry 0 shifted by the mean over the batch
+        return 2 * x + (x.mean(0) - x[0])  # (right for a batch of one entry)
+
+    op = _triton_double(opreg_namespace.qualname("wrong_rule"), _launcher(-1), mixing)
+    report = check_op(
+        op, checks=["vmap", "kernel"], device="triton-cpu", options={"vmap": {"nested": False}}
+    )
+    assert report["kernel"].passed
+    vmap = report["vmap"]
+    assert vmap.failed
+    assert "kernel" not in vmap.reason
+    assert "does the batching rule reduce over the batch dim?" in vmap.reason

@@ -8,10 +8,11 @@ from typing import Any
 import torch
 
 from .checks import ALL_CHECKS, CHECKS
-from .checks._harness import execute, prepare
+from .checks._harness import CheckContext, execute, prepare
 from .compare import ToleranceSpec, check_tolerance_spec
 from .devices import TRITON_CPU, is_triton_cpu
-from .interpreter import device_and_serving
+from .errors import CheckFailure
+from .interpreter import device_and_serving, triton_info
 from .report import CheckResult, OpReport
 from .samples import SamplesArg
 from .target import OpLike
@@ -67,6 +68,12 @@ def check_op(
 ) -> OpReport:
     """Run ``checks`` (default: all of ``ALL_CHECKS``) on ``op`` and report each outcome.
 
+    When the op has a kernel serving the device (its Triton kernel on ``triton-cpu`` or
+    CUDA, a registered kernel), the kernel check runs first; if it fails, every later
+    failure (but the fake check's) starts with a line saying so ("the Triton kernel differs
+    from the fallback on triton-cpu (the kernel check failed): fix that first, ..."), and the
+    vmap check no longer blames the batching rule. ``report.results`` keep the order of
+    ``checks``; ``progress`` gets them in the order they ran.
     ``samples`` default to the op's ``sample_inputs(device)``. Failures do not stop the run:
     they are recorded in the report (``report.raise_for_failures()`` raises them), as are
     skipped checks with their reason; ``report.checked`` says whether any check passed.
@@ -85,10 +92,44 @@ def check_op(
     run_on, serving = device_and_serving(device)
     base = prepare(names[0], op, samples, run_on, tol)
     report = OpReport(base.name, TRITON_CPU if is_triton_cpu(device) else str(base.device))
+    results: dict[str, CheckResult] = {}
     with serving:
-        for name in names:
-            result = execute(base.for_check(name), CHECKS[name].bind(opts[name]))
-            report.results.append(result)
+        upstream: str | None = None
+        for name in _run_order(names, base):
+            ctx = base.for_check(name, None if name in _NOT_DOWNSTREAM else upstream)
+            result = execute(ctx, CHECKS[name].bind(opts[name]))
+            results[name] = result
+            if name == "kernel" and result.failure is not None:
+                upstream = _kernel_upstream(result.failure, base, report.device)
             if progress is not None:
                 progress(result)
+    report.results.extend(results[name] for name in names)
     return report
+
+
+#: Checks whose failures never follow from a wrong kernel: the fake check compares the fake
+#: implementation with the real output's metadata, never its values.
+_NOT_DOWNSTREAM = frozenset({"kernel", "fake"})
+
+
+def _run_order(names: tuple[str, ...], base: CheckContext) -> tuple[str, ...]:
+    """``names`` with the kernel check first when the op has a kernel (e.g. its Triton kernel)
+    serving the device: a kernel that differs from the fallback makes the checks that run the
+    op fail too, and their failures then say so instead of blaming e.g. the batching rule."""
+    op = base.target.opreg
+    if "kernel" not in names or op is None or base.device.type not in op.kernel_device_types:
+        return names
+    return ("kernel", *(n for n in names if n != "kernel"))
+
+
+def _kernel_upstream(failure: CheckFailure, base: CheckContext, device: str) -> str:
+    """The first line of the later checks' failures after the kernel check failed:
+    ``the Triton kernel differs from the fallback on triton-cpu (the kernel check failed): ...``."""
+    what = failure.problem.splitlines()[0] if failure.problem else "the kernel is wrong"
+    op = base.target.opreg
+    if op is not None and triton_info(op) is not None:
+        what = what.replace("kernel", "Triton kernel", 1)
+    return (
+        f"{what} on {device} (the kernel check failed): fix that first, this failure may "
+        "follow from it"
+    )

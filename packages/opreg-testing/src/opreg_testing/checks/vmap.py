@@ -76,7 +76,11 @@ def _mutation_safe(case: VmapCase, mutated: list[int]) -> bool:
 
 
 def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomness: str) -> str:
-    """Why vmap(op) may differ: does a batch of one entry (the sample itself) come out right?"""
+    """Why vmap(op) may differ: does a batch of one entry (the sample itself) come out right?
+    Empty when an earlier failure (the kernel check's) is the likelier cause: the failure
+    names it."""
+    if ctx.upstream is not None:
+        return ""
     single = VmapCase(case.levels, (1,) * case.depth, case.entries)
     try:
         one = batched_sample(sample, single)
