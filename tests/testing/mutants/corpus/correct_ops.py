@@ -3,7 +3,8 @@
 Every shipped op of opreg-kernels, and ops on the domains a careless check would break:
 positive-only inputs (log, sqrt), integer and index inputs (gather, index_select), bools,
 broadcast inputs whose backward returns the output-shaped gradient (valid for autograd),
-list inputs, keyword arguments, several outputs, a declared mutation, and per-sample
+list inputs, keyword arguments, several outputs, a declared mutation, once-differentiable
+backwards (double backward raises a clear error), and per-sample
 reductions written correctly (the right versions of the batch-mixing mutants).
 """
 

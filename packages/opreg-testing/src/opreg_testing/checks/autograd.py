@@ -9,7 +9,12 @@ complex128; the others kept):
    and its derivative is right. A backward whose result does not require grad although its
    inputs do (it detaches, runs under ``no_grad``, goes through NumPy or calls a
    non-differentiable kernel such as a Triton launcher) fails with a message saying so,
-   rather than passing with second derivatives that would silently be zero.
+   rather than passing with second derivatives that would silently be zero. A backward whose
+   double backward raises a clear refusal (it calls an op registered without a backward, e.g.
+   a Triton backward registered as its own op, or it is marked ``once_differentiable``: see
+   :mod:`._declined`) is *once differentiable*: it passes, and the result says so
+   (``notes``, ``info["once_differentiable"]``, ``info["declined"]``). Any other error of
+   double backward fails.
 3. ``vmap(grad(op))`` and ``grad(vmap(op))`` (option ``functorch``) against per-sample
    gradients: every tensor argument batched, each differentiated argument unbatched in turn
    (its gradient is then the sum over the batch), and (option ``nested``) two nested vmaps.
@@ -19,7 +24,9 @@ complex128; the others kept):
 The scalar whose gradient the ``torch.func`` part takes is a fixed random weighting of every
 floating output, so every output element contributes.
 
-Forward mode, for ops registered with a ``jvp`` (the steps above run for ops with a backward):
+Forward mode, for ops registered with a ``jvp`` (the steps above run for ops with a backward;
+for an opreg op without a ``jvp``, forward mode is verified to raise opreg's clear error and
+reported: ``info["forward_ad"]`` False, the error in ``info["declined"]``):
 
 4. ``gradcheck(..., check_forward_ad=True)``: the jvp against finite differences; a mismatch
    names the first Jacobian entry that differs.
@@ -529,7 +536,7 @@ def _double_backward_declined(grads: Sequence[Any]) -> str | None:
 
 #: Why double backward can raise an error other than a clear refusal.
 DOUBLE_BACKWARD_HINT = (
-    "the backward's own backward failed: the backward calls an op whose backward is broken "
+    "the backward's own backward failed, e.g. the backward calls an op whose backward is broken "
     "(only opreg's NotDifferentiableError, from an op registered without a backward, and "
     "torch's once_differentiable error count as declining second derivatives clearly)"
 )
@@ -889,7 +896,8 @@ def check_autograd(
     **options: Unpack[AutogradOptions],
 ) -> CheckResult:
     """Check the op's gradients in float64 on every sample: ``torch.autograd.gradcheck``;
-    (``gradgrad``) ``gradgradcheck``, failing when the backward is not itself differentiable;
+    (``gradgrad``) ``gradgradcheck``, failing when the backward is not itself differentiable
+    (a backward whose double backward raises a clear refusal is reported once differentiable);
     and (``functorch``) ``vmap(grad(op))`` and ``grad(vmap(op))`` against per-sample
     gradients, with each differentiated argument also unbatched and (``nested``) two nested
     vmaps. ``gradgrad``, ``functorch`` and ``nested`` are on by default.
