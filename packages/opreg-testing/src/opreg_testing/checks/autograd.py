@@ -54,7 +54,7 @@ from ..compare import Mismatch, Tolerance, compare, compare_tensors
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._declined import declined
+from ._declined import TORCH_ONCE_DIFFERENTIABLE, declined
 from ._harness import Check, CheckContext, Skip, format_exception
 from ._vmap_cases import (
     Entries,
@@ -760,6 +760,14 @@ def _functorch(
 
 # -- declined derivatives ------------------------------------------------------------------------
 
+#: What the note of a backward marked ``torch.autograd.function.once_differentiable`` adds:
+#: torch's decorator raises only where autograd runs its error node (``.backward()``).
+TORCH_ONCE_DIFFERENTIABLE_CAVEAT = (
+    "torch.func transforms (grad of grad, jacrev of jacrev, hessian) get zeros through "
+    "torch's decorator instead of an error; a backward that calls an op registered without a "
+    "backward raises under every transform"
+)
+
 #: ``info["declined"]`` keys: what the op declines with a clear error (see :mod:`._declined`).
 DOUBLE_BACKWARD = "double backward"
 FORWARD_AD = "forward-mode AD"
@@ -872,9 +880,11 @@ def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
     if declined_by:
         ctx.info["declined"] = declined_by
     if DOUBLE_BACKWARD in declined_by:
-        ctx.notes.append(
-            f"once differentiable: double backward raises {declined_by[DOUBLE_BACKWARD]!r}"
-        )
+        refusal = declined_by[DOUBLE_BACKWARD]
+        note = f"once differentiable: double backward raises {refusal!r}"
+        if refusal == TORCH_ONCE_DIFFERENTIABLE:
+            note += f" under .backward(); {TORCH_ONCE_DIFFERENTIABLE_CAVEAT}"
+        ctx.notes.append(note)
 
 
 #: The autograd check, with its options' defaults.
