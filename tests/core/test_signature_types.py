@@ -12,6 +12,7 @@ refuses are refused at registration with an error naming the op and the argument
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -776,3 +777,159 @@ def test_check_op_passes(ns: str, case: Case, how: str) -> None:
     failed = {r.check: r.reason for r in report.results if r.failed}
     assert not failed
     assert report["vmap"].passed and report["autograd"].passed
+
+
+# -- what vmap_fn receives ----------------------------------------------------------------------
+
+
+def test_what_vmap_fn_receives(ns: str) -> None:
+    """An optional tensor given None arrives as None, an unbatched tensor expanded to the batch,
+    an int list as it was given, each element of a Tensor?[] batched at dim 0 (or None), a
+    keyword-only tensor batched too; nested levels fold into one leading dim."""
+    seen: list[tuple[Any, ...]] = []
+
+    def shapes(v: Any) -> Any:
+        if isinstance(v, Tensor):
+            return tuple(v.shape)
+        if isinstance(v, list):
+            return [shapes(e) for e in v]
+        return v
+
+    def f(
+        x: Tensor, w: Tensor | None, dims: list[int], terms: list[Tensor | None], *, b: Tensor
+    ) -> Tensor:
+        out = x.sum(dims) + b.sum()
+        out = out if w is None else out * w.sum()
+        return out + sum(t.sum() for t in terms if t is not None)
+
+    def f_batched(
+        x: Tensor, w: Tensor | None, dims: list[int], terms: list[Tensor | None], *, b: Tensor
+    ) -> Tensor:
+        seen.append((shapes(x), shapes(w), dims, shapes(terms), shapes(b)))
+        out = x.sum([d + 1 for d in dims]) + b.flatten(1).sum(1)[:, None]
+        out = out if w is None else out * w.flatten(1).sum(1)[:, None]
+        for t in terms:
+            if t is not None:
+                out = out + t.flatten(1).sum(1)[:, None]
+        return out
+
+    op = register_vmap_op(
+        f, fake_fn=f, vmap_fn=f_batched, fake_vmap_fn=f_batched, name=f"{ns}::receives"
+    )
+    x, t, b = r(4, 2, 3), r(5), r(2)
+    args = (x, None, [1], [None, t])
+    dims = (0, None, None, None)
+    out = torch.vmap(lambda *a: op(*a, b=b), in_dims=dims)(*args)
+    assert seen[-1] == ((4, 2, 3), None, [1], [None, (4, 5)], (4, 2))
+    torch.testing.assert_close(out, torch.vmap(lambda *a: f(*a, b=b), in_dims=dims)(*args))
+    X, W = r(3, 4, 2, 3), r(3, 4, 6)
+    out = torch.vmap(torch.vmap(lambda x, w: op(x, w, [0], [t], b=b)))(X, W)
+    assert seen[-1] == ((12, 2, 3), (12, 6), [0], [(12, 5)], (12, 2))
+    torch.testing.assert_close(
+        out, torch.vmap(torch.vmap(lambda x, w: f(x, w, [0], [t], b=b)))(X, W)
+    )
+
+
+# -- refused types ------------------------------------------------------------------------------
+
+REFUSED_SCHEMAS = [
+    ("(Tensor x, Tensor[]? xs=None) -> Tensor", "argument 'xs' has type Tensor[]?"),
+    ("(Tensor x, Generator? generator=None) -> Tensor", "argument 'generator' has type Generator?"),
+    ("(Tensor x, Any a) -> Tensor", "argument 'a' has type Any"),
+    ("(Tensor x, Storage s) -> Tensor", "argument 's' has type Storage"),
+    ("(Tensor x, Stream s) -> Tensor", "argument 's' has type Stream"),
+    ("(Tensor x, QScheme q) -> Tensor", "argument 'q' has type QScheme"),
+    ("(Tensor x, Tensor[][] xs) -> Tensor", "argument 'xs' has type Tensor[][]"),
+    ("(Tensor(a) x) -> Tensor", "argument 'x' has the alias annotation Tensor(a)"),
+    ("(Tensor(a) x) -> Tensor(a)", "never an input or a view of one"),
+    ("(Tensor x) -> Tensor(a)", "output 0 has an alias annotation"),
+    ("(Tensor x) -> Tensor?", "output 0 has type Tensor?"),
+    ("(Tensor x) -> Tensor?[]", "output 0 has type Tensor?[]"),
+    ("(Tensor x) -> (Tensor, int[])", "output 1 has type int[]"),
+    ("(Tensor x) -> ScalarType", "output 0 has type ScalarType"),
+    ("(Tensor x, ...) -> Tensor", "has '...'"),
+    ("(Tensor x, Dimname d) -> Tensor", "invalid schema"),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"), REFUSED_SCHEMAS, ids=[m for _, m in REFUSED_SCHEMAS]
+)
+def test_refused_schema_types(ns: str, schema: str, message: str) -> None:
+    """A type opreg cannot support is refused at registration, naming the op and the argument
+    (or output); nothing is left registered (the name is free for a correct op)."""
+    name = f"{ns}::refused"
+    with pytest.raises(ValueError, match=rf"^opreg: {name}: .*{re.escape(message)}"):
+        register_vmap_op(lambda *a: a[0] * 2, fake_fn=lambda *a: a[0] * 2, schema=schema, name=name)
+    op = register_vmap_op(opt_tensor, fake_fn=opt_tensor, name=name)
+    torch.testing.assert_close(op(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def opt_list_annotation(x: Tensor, xs: list[Tensor] | None = None) -> Tensor:
+    return x * 2
+
+
+def generator_annotation(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [opt_list_annotation, generator_annotation])
+def test_refused_annotations(ns: str, fn: Callable[..., Any]) -> None:
+    """Annotations that infer_schema cannot read are refused with the op and the function
+    named (and the hint to pass schema=...)."""
+    name = f"{ns}::refused"
+    with pytest.raises(ValueError, match=rf"^opreg: {name}: cannot build a schema .*{fn.__name__}"):
+        register_vmap_op(fn, fake_fn=fn, name=name)
+
+
+def test_supported_plain_types_from_a_schema(ns: str) -> None:
+    """Plain values that only an explicit schema can declare (complex, Layout, MemoryFormat,
+    fixed-size and plain lists, optional str) pass through eager, vmap and compile unchanged."""
+    seen: list[tuple[Any, ...]] = []
+
+    def f(
+        x: Tensor, c: complex, lay: Any, mf: Any, size: list[int], names: list[str], s: Any = None
+    ):
+        seen.append((c, lay, mf, size, names, s))
+        return x * c.real * size[0] * len(names)
+
+    schema = (
+        "(Tensor x, complex c, Layout lay, MemoryFormat mf, int[2] size, str[] names, "
+        "str? s=None) -> Tensor"
+    )
+    op = register_vmap_op(
+        f, fake_fn=f, vmap_fn=f, fake_vmap_fn=f, schema=schema, name=f"{ns}::plain"
+    )
+    args = (r(3), 2 + 1j, torch.strided, torch.contiguous_format, [2, 3], ["a", "b"], "s")
+    expected = f(*args)
+    torch.testing.assert_close(op(*args), expected)
+    assert seen[-1] == args[1:]
+    X = r(4, 3)
+    torch.testing.assert_close(torch.vmap(op, in_dims=(0,) + (None,) * 6)(X, *args[1:]), X * 8)
+    assert seen[-1] == args[1:]
+    torch._dynamo.reset()
+    compiled = torch.compile(op, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(*args), expected)
+
+
+# -- plain-value outputs under vmap without vmap_fn -----------------------------------------------
+
+
+def test_plain_output_under_vmap_is_the_same_for_every_entry(ns: str) -> None:
+    """Without vmap_fn, an op returning a plain value runs per sample under vmap (PyTorch's
+    fallback cannot): the value must be the same for every entry, or the error says so."""
+
+    def size_and_double(x: Tensor) -> tuple[Tensor, int]:
+        return x * 2, x.shape[0]
+
+    op = register_vmap_op(size_and_double, fake_fn=size_and_double, name=f"{ns}::same")
+    out, n = torch.vmap(op, out_dims=(0, None))(r(4, 3))
+    assert n == 3 and out.shape == (4, 3)
+
+    def count_positive(x: Tensor) -> tuple[Tensor, int]:  # a mutant: differs per entry
+        return x * 2, int((x > 0).sum())
+
+    bad = register_vmap_op(count_positive, fake_fn=lambda x: (x * 2, 0), name=f"{ns}::differs")
+    X = torch.tensor([[1.0, -1.0], [1.0, 1.0]])
+    with pytest.raises(RuntimeError, match=rf"opreg: {ns}::differs: .*non-tensor output"):
+        torch.vmap(bad, out_dims=(0, None))(X)
