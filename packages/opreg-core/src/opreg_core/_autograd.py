@@ -10,8 +10,10 @@ Without a backward the Function's backward raises, so a gradient through the op 
 never silently zero. A list argument or a ``Tensor[]`` output is spread into its elements for
 the Function (autograd tracks no tensor inside a list); the user's ``setup_context`` and
 ``backward`` see them regrouped (a list of gradients for a list input, one list of output
-gradients for a list output). The batched op's backward is ``vmap`` of the user's ``setup_context`` +
-``backward`` over the batch, so users write the backward once.
+gradients for a list output).
+
+The batched op's backward is ``vmap`` of the user's ``setup_context`` + ``backward`` over the
+batch, so users write the backward once.
 
 A backward may return, for an input that the op broadcasts, a gradient of the broadcast shape:
 it is summed to the input's shape as autograd does (``sum_to_size``). The derived batched
