@@ -56,7 +56,7 @@ class Target:
         )
 
     @property
-    def vmap_out_dims(self) -> Any:
+    def output_batch_dims(self) -> Any:
         """``torch.vmap``'s ``out_dims`` for the op: 0 for a tensor (or list of tensors) output,
         None for a plain value (an ``int``, ``float``... that vmap cannot batch); one entry per
         output, or a single one for one output."""

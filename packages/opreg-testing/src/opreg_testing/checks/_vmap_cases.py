@@ -358,7 +358,7 @@ def vmapped(
 ) -> Callable[..., Any]:
     """``vmap(vmap(...fn...))`` with the case's in_dims (``kwargs`` bound, unbatched; keyword
     arguments given to the call are passed on unbatched too, as vmap does) and ``out_dims`` at
-    every level (None for an output that is a plain value: ``Target.vmap_out_dims``)."""
+    every level (None for an output that is a plain value: ``Target.output_batch_dims``)."""
 
     def call(*args: Any, **more: Any) -> Any:
         return fn(*args, **kwargs, **more)

@@ -434,7 +434,7 @@ def _forward_functorch(
         batched = batched_sample(sample, case)
         label = f"jvp(vmap(op)), {case}"
         with ctx.step("jvp(vmap(op))", sample, label, JVP_VMAP_HINT):
-            op_vmapped = vmapped(op, case, sample.kwargs, "error", ctx.target.vmap_out_dims)
+            op_vmapped = vmapped(op, case, sample.kwargs, "error", ctx.target.output_batch_dims)
             actual = _jvp_outputs(op_vmapped, {}, positions)(*batched.args)
         _compare_tangents(ctx, expected, actual, sample, label)
         label = f"vmap(jvp(op)), {case}"

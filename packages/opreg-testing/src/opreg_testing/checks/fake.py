@@ -152,7 +152,7 @@ def run_fake(ctx: CheckContext, options: FakeOptions) -> None:
             b = batched_sample(sample, case)
             # The keyword arguments go in the inputs (not bound): under FakeTensorMode they
             # must be fake tensors too.
-            fn = vmapped(op, case, {}, "error", ctx.target.vmap_out_dims)
+            fn = vmapped(op, case, {}, "error", ctx.target.output_batch_dims)
             inputs = SampleInput(b.args, b.kwargs, name=sample.name)
             try:
                 real, _ = ctx.run(fn, inputs)

@@ -80,7 +80,7 @@ def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomn
     single = VmapCase(case.levels, (1,) * case.depth, case.entries)
     try:
         one = batched_sample(sample, single)
-        fn = vmapped(ctx.target.call, single, one.kwargs, randomness, ctx.target.vmap_out_dims)
+        fn = vmapped(ctx.target.call, single, one.kwargs, randomness, ctx.target.output_batch_dims)
         got, _ = ctx.run(fn, one)
         found = compare(
             expected_output(ctx.target.call, sample, single), got, tolerance=ctx.tolerance
@@ -117,7 +117,7 @@ def _check_case(
     before = _stats(ctx.target)
     with ctx.step("vmap(op)", sample, where):
         actual = ctx.run(
-            vmapped(op, case, batched.kwargs, randomness, ctx.target.vmap_out_dims),
+            vmapped(op, case, batched.kwargs, randomness, ctx.target.output_batch_dims),
             SampleInput(batched.args, name=sample.name),
         )
     path = _observed_path(ctx.target, before)
