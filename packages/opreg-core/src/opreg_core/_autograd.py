@@ -7,8 +7,13 @@ this is why ``torch.func.grad``, ``jacrev``, ``grad(vmap)`` and ``vmap(grad)`` w
 ``torch.library.register_autograd`` (which goes through ``custom_function_call``) raises.
 
 Without a backward the Function's backward raises, so a gradient through the op is an error,
-never silently zero. The batched op's backward is ``vmap`` of the user's ``setup_context`` +
-``backward`` over the batch, so users write the backward once.
+never silently zero. A list argument or a ``Tensor[]`` output is spread into its elements for
+the Function (autograd tracks no tensor inside a list); the user's ``setup_context`` and
+``backward`` see them regrouped (a list of gradients for a list input, one list of output
+gradients for a list output).
+
+The batched op's backward is ``vmap`` of the user's ``setup_context`` + ``backward`` over the
+batch, so users write the backward once.
 
 A backward may return, for an input that the op broadcasts, a gradient of the broadcast shape:
 it is summed to the input's shape as autograd does (``sum_to_size``). The derived batched
@@ -96,25 +101,30 @@ def requires_grad(value: Any) -> bool:
     return False
 
 
-def _is_tensor_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in value)
+def flatten_inputs(full: Sequence[Any]) -> tuple[tuple[int, ...], list[Any]]:
+    """Spread lists into separate values, so autograd sees every tensor in a list input (or
+    output) as its own.
 
-
-def flatten_inputs(full: tuple[Any, ...]) -> tuple[tuple[int, ...], list[Any]]:
-    """Spread lists of tensors into separate values, so autograd sees every tensor input.
-
-    The spec has one entry per argument: -1 for a plain value, else the list's length.
+    The spec has one entry per argument: -1 for a plain value, else the list's length. Every
+    list is spread, whatever it holds (``Tensor?[]`` of Nones, an empty ``Tensor[]``, an
+    ``int[]``): which tensor arguments are spread then depends on the schema only, never on
+    values, and a backward's list of gradients always meets a list input.
     """
     spec: list[int] = []
     flat: list[Any] = []
     for value in full:
-        if _is_tensor_list(value):
+        if isinstance(value, (list, tuple)):
             spec.append(len(value))
             flat.extend(value)
         else:
             spec.append(-1)
             flat.append(value)
     return tuple(spec), flat
+
+
+def _spread(n: int, value: Any) -> Sequence[Any]:
+    """One argument's flat values under spec entry ``n`` (see :func:`flatten_inputs`)."""
+    return (value,) if n < 0 else value
 
 
 def unflatten_inputs(spec: tuple[int, ...], flat: Sequence[Any]) -> tuple[Any, ...]:
@@ -293,9 +303,12 @@ def make_autograd_kernel(
     plain = not signature.list_args
     plain_spec = (-1,) * count
     positional_only = plain and not signature.kwarg_only
+    # A list output is spread into its tensors too (autograd tracks no tensor inside a list):
+    # forward returns them flat and puts the outputs' spec in the call's meta (a third entry).
+    returns_list = signature.returns_list
 
-    def forward(meta: tuple[tuple[int, ...], Any], *flat: Any) -> Any:
-        spec, modes = meta
+    def forward(meta: tuple[Any, ...], *flat: Any) -> Any:
+        spec, modes = meta[0], meta[1]
         if positional_only:
             args: tuple[Any, ...] = flat
             kwargs: dict[str, Any] = {}
@@ -303,16 +316,30 @@ def make_autograd_kernel(
             args, kwargs = signature.split(flat if plain else unflatten_inputs(spec, flat))
         if modes is None:
             with AutoDispatchBelowAutograd():
-                return call(*args, **kwargs)
-        # Autograd runs forward with gradients and tangents off; under torch.func the call
-        # goes on to the outer levels, which must differentiate it as the kernel found them
-        # (jacrev(jacrev(op)), jacfwd(jacrev(op)) would silently lose the op's term otherwise).
-        with grad_modes(modes), AutoDispatchBelowAutograd():
-            return call(*args, **kwargs)
+                out = call(*args, **kwargs)
+        else:
+            # Autograd runs forward with gradients and tangents off; under torch.func the call
+            # goes on to the outer levels, which must differentiate it as the kernel found
+            # them (jacrev(jacrev(op)), jacfwd(jacrev(op)) would silently lose the op's term).
+            with grad_modes(modes), AutoDispatchBelowAutograd():
+                out = call(*args, **kwargs)
+        if not returns_list:
+            return out
+        out_spec, flat_out = flatten_inputs((out,) if single_output else out)
+        meta[2].append(out_spec)
+        return tuple(flat_out)
+
+    def outputs_of(meta: tuple[Any, ...], flat: Any) -> Any:
+        """The op's outputs from the Function's (the list outputs regrouped)."""
+        outs = unflatten_inputs(meta[2][0], flat)
+        return outs[0] if single_output else outs
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         spec = inputs[0][0]
         ctx.opreg_spec = spec
+        if returns_list:
+            ctx.opreg_out_spec = inputs[0][2][0]
+            output = outputs_of(inputs[0], output)
         needs = ctx.needs_input_grad  # per flat input; entry 0: the spec's
         if not user_backward:
             ctx.opreg_needs = needs  # for a derived backward
@@ -340,6 +367,8 @@ def make_autograd_kernel(
 
     def backward_wrapper(ctx: Any, *grads: Any) -> Any:
         spec = ctx.opreg_spec
+        if returns_list:  # one gradient per declared output, a list for a list output
+            grads = unflatten_inputs(ctx.opreg_out_spec, grads)
         try:
             grads_in = backward(ctx, *grads)
         except (AttributeError, IndexError, ValueError) as exc:
@@ -392,10 +421,13 @@ def make_autograd_kernel(
         full = signature.full_args(args, kwargs)
         spec, flat = (plain_spec, full) if plain else flatten_inputs(full)
         modes = transform_grad_modes()
+        meta: tuple[Any, ...] = (spec, modes, []) if returns_list else (spec, modes)
         if modes is None:  # no torch.func level: single-level Functions need no permission
-            return apply_function(function, (spec, None), *flat)
-        with enable_single_level_autograd_function():
-            return apply_function(function, (spec, modes), *flat)
+            out = apply_function(function, meta, *flat)
+        else:
+            with enable_single_level_autograd_function():
+                out = apply_function(function, meta, *flat)
+        return outputs_of(meta, out) if returns_list else out
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if forward_mode_ad_active(args, kwargs):
@@ -447,8 +479,10 @@ def derive_batched_backward(
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         outputs = (output,) if single_output else tuple(output)
-        spec, flat = flatten_inputs(inputs)
-        out_values = list(outputs)
+        # Spread as the batched op's kernel spread them (its setup set the spec).
+        spec = ctx.opreg_spec
+        flat = [v for n, value in zip(spec, inputs, strict=True) for v in _spread(n, value)]
+        out_spec, out_values = flatten_inputs(outputs)  # list outputs spread too
         saved = [x for x in (*flat, *out_values) if isinstance(x, torch.Tensor)]
         ctx.save_for_backward(*saved)
         ctx.opreg_derived = (
@@ -457,15 +491,14 @@ def derive_batched_backward(
             [x if not isinstance(x, torch.Tensor) else None for x in out_values],
             [isinstance(x, torch.Tensor) for x in flat],
             [isinstance(x, torch.Tensor) for x in out_values],
+            out_spec,
         )
 
     def derived_backward(ctx: Any, *grads: Any) -> Any:
-        spec, flat_in, inputs, input_dims, outputs, out_is_t = saved_values(ctx)
+        spec, flat_in, inputs, input_dims, outputs, _ = saved_values(ctx)
         needs = tuple(ctx.needs_input_grad)
-        grad_dims = tuple(
-            d if isinstance(g, torch.Tensor) else None for g, d in zip(grads, out_dims, strict=True)
-        )
-        output_dims = tuple(d if t else None for t, d in zip(out_is_t, out_dims, strict=True))
+        grad_dims = tuple(_dims_where(g, d) for g, d in zip(grads, out_dims, strict=True))
+        output_dims = tuple(_dims_where(o, d) for o, d in zip(outputs, out_dims, strict=True))
         # Per-sample shapes of the flat inputs that need a gradient (the batch is dim 0);
         # ctx.opreg_needs is set by the batched op's kernel (make_autograd_kernel's setup).
         sample_shapes = [
@@ -498,15 +531,26 @@ def derive_batched_backward(
     return setup, derived_backward
 
 
+def _dims_where(value: Any, d: int | None) -> Any:
+    """vmap in_dims of an output (or its gradient) batched at ``d``: ``d`` for a tensor, one
+    entry per element for a list (None for a non-tensor), None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return d
+    if isinstance(value, (list, tuple)):
+        return [d if isinstance(v, torch.Tensor) else None for v in value]
+    return None
+
+
 def saved_values(
     ctx: Any,
 ) -> tuple[tuple[int, ...], list[Any], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], Any]:
     """The batched op's inputs and outputs as its derived ``setup_context`` saved them:
     ``(spec, flat inputs, inputs, their vmap in_dims, outputs, which outputs are tensors)``."""
-    spec, in_other, out_other, in_is_t, out_is_t = ctx.opreg_derived
+    spec, in_other, out_other, in_is_t, out_is_t, out_spec = ctx.opreg_derived
     saved = iter(ctx.saved_tensors)
     flat_in = [next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True)]
-    outputs = tuple(next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True))
+    flat_out = [next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True)]
+    outputs = unflatten_inputs(out_spec, flat_out)
     inputs = unflatten_inputs(spec, flat_in)
     input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
     return spec, flat_in, inputs, input_dims, outputs, out_is_t

@@ -623,5 +623,11 @@ class BatchingRules:
                     [_add_batch_dim(torch.stack(ts), 0, level) for ts in zip(*outputs, strict=True)]  # type: ignore[arg-type]
                 )
             else:
+                if any(o != first for o in outputs[1:]):
+                    raise RuntimeError(
+                        f"opreg: {self.qualname}: a per-sample loop under vmap got different "
+                        f"values of a non-tensor output across the batch ({list(outputs)}); "
+                        "vmap can only return a plain value that is the same for every entry"
+                    )
                 stacked.append(first)
         return stacked[0] if len(stacked) == 1 else tuple(stacked)

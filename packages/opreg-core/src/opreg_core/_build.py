@@ -53,10 +53,12 @@ def add_batching(
     spec: OpSpec, reg: Registrar, main: Overload
 ) -> tuple[Overload | None, BatchingRules | None]:
     """With ``vmap_fn``: the batched op (its kernels and fake) and both vmap rules. Without it,
-    a per-sample loop for ops returning lists (PyTorch's own fallback cannot stack them)."""
+    a per-sample loop for the ops that PyTorch's own fallback refuses: those returning a list
+    or a plain value, or taking a list of tensors (``Tensor[]``, ``Tensor?[]``)."""
     qualname, opname, n = spec.qualname, spec.opname, spec.num_returns
     if spec.vmap_fn is None:
-        if not spec.signature.returns_list:
+        signature = spec.signature
+        if not (signature.returns_list or signature.list_args or not all(signature.tensor_returns)):
             return None, None
         rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.out_dims)
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")

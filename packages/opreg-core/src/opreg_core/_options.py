@@ -148,7 +148,9 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
             f"opreg: {qualname}: mutates_args {list(mutated)} disagrees with the schema, which "
             f"marks {list(signature.mutated)} as mutated"
         )
-    out_dims = normalize_out_dims(qualname, o["vmap_out_dims"], signature.num_returns)
+    out_dims = normalize_out_dims(
+        qualname, o["vmap_out_dims"], signature.num_returns, signature.tensor_returns
+    )
     if o["sharding"] is not None:
         sharding_rule(o["sharding"], qualname)  # refuse a bad rule before registering anything
     _check_derivatives(qualname, o, signature)
@@ -228,14 +230,19 @@ def as_names(qualname: str, label: str, value: str | Sequence[str]) -> tuple[str
     return tuple(items)
 
 
-def normalize_out_dims(qualname: str, value: object, num_returns: int) -> tuple[int | None, ...]:
-    """``vmap_out_dims`` as one batch dim (or None) per output."""
+def normalize_out_dims(
+    qualname: str, value: object, num_returns: int, tensor_returns: Sequence[bool] = ()
+) -> tuple[int | None, ...]:
+    """``vmap_out_dims`` as one batch dim (or None) per output. One value for all applies to
+    the tensor outputs (``tensor_returns``, one flag per output; empty: all); a plain output
+    (an ``int``, ``float``...) gets None, as vmap cannot batch it."""
 
     def valid(d: object) -> bool:
         return d is None or (isinstance(d, int) and not isinstance(d, bool))
 
     if valid(value):
-        return (value,) * num_returns  # type: ignore[return-value]
+        flags = tensor_returns or (True,) * num_returns
+        return tuple(value if t else None for t in flags)  # type: ignore[misc]
     if not isinstance(value, (tuple, list)) or not all(map(valid, value)):
         raise TypeError(f"opreg: {qualname}: vmap_out_dims must be an int, None or a tuple of them")
     if len(value) != num_returns:

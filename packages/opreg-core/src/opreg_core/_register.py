@@ -59,7 +59,10 @@ def register_vmap_op(
         fake_fn: required; computes output metadata (shapes, dtypes) for ``torch.compile``.
         vmap_fn: the batched implementation, written for ONE leading batch dim: every tensor
             argument has its batch dim at 0 (unbatched ones are expanded to the batch without a
-            copy); non-tensor arguments pass through. Nested vmap at any depth calls it once.
+            copy), each tensor of a ``Tensor[]``/``Tensor?[]`` too; an optional tensor given
+            None arrives as None; non-tensor arguments (``list[int]`` included) pass through
+            unbatched. Nested vmap at any depth calls it once. The argument and return types
+            accepted are listed in ``opreg_core._signature`` (others are refused here).
         fake_vmap_fn: required with ``vmap_fn``; the batched op's fake.
         vmap_wrap_inputs: ``(info, in_dims, *args) -> args`` replaces the default input handling
             at the innermost level (``in_dims`` has one entry per positional argument: an int

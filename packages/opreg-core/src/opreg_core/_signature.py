@@ -1,7 +1,31 @@
-"""The operator's schema and what the kernels need to know about its arguments and returns."""
+"""The operator's schema and what the kernels need to know about its arguments and returns.
+
+Which types an op may take and return (checked once, at registration, by
+:func:`parse_signature`; an error names the op and the argument otherwise):
+
+- tensors: ``Tensor``, ``Tensor?``, ``Tensor[]`` and ``Tensor?[]`` (the only types vmap
+  batches and autograd differentiates; a list is spread into its elements for autograd, every
+  element a separate input);
+- plain values, passed through unchanged (never batched, no gradient): ``int``/``SymInt``,
+  ``float``, ``bool``, ``complex``, ``str``, ``Scalar``, ``ScalarType`` (``torch.dtype``),
+  ``Layout``, ``MemoryFormat``, ``Device``, each also optional (``int?``) and as a list
+  (``int[]``, ``int[2]``, ``int[]?``, ``int?[]``);
+- returns: ``Tensor``, ``Tensor[]``, and the plain ``int``/``SymInt``, ``float``, ``bool``,
+  ``Scalar`` that ``torch.library.infer_schema`` accepts; several of them as a tuple.
+
+Refused: ``Tensor[]?`` (PyTorch's dispatcher does not look into it when it picks a kernel: a
+vmap batching only that argument crashes in functorch; ``Tensor[]`` or ``Tensor?[]`` say the
+same), ``Generator`` (``torch.compile`` cannot pass one to an operator: take a seed),
+``Any``, ``Storage``, ``Stream``, ``QScheme``, ``Dimname`` and nested lists of tensors (no op
+author's type: opreg's vmap, autograd and tests cannot give them a meaning), an alias
+annotation other than a mutation (``Tensor(a) x``, ``-> Tensor(a)``: an opreg op returns new
+tensors, never a view of an input), and returns that vmap cannot stack or autograd cannot
+track (``Tensor?``, ``Tensor?[]``, lists of plain values, ``ScalarType``, ...).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +46,11 @@ class Signature:
     num_returns: int
     mutated: tuple[str, ...]
     returns_list: bool  #: some output is a list of tensors
-    list_args: bool  #: some argument is a list (of tensors, maybe): inputs need flattening
+    #: some argument is a list of tensors (``Tensor[]``, ``Tensor?[]``): autograd
+    #: spreads it into its elements (lists of plain values are passed as they are)
+    list_args: bool
+    #: per output: a tensor or a list of tensors (True), or a plain value (False)
+    tensor_returns: tuple[bool, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -65,17 +93,137 @@ def infer_schema(
         ) from exc
 
 
+#: The argument types that hold tensors (as ``str(argument.real_type)``).
+TENSOR_TYPES = frozenset(
+    {
+        "Tensor",
+        "Optional[Tensor]",
+        "List[Tensor]",
+        "List[Optional[Tensor]]",
+    }
+)
+#: The tensor types given to autograd as one input per element.
+TENSOR_LIST_TYPES = frozenset(t for t in TENSOR_TYPES if "List" in t)
+#: Plain (non-tensor) values an argument may hold, alone, optional or in a list.
+PLAIN_TYPES = frozenset(
+    {
+        "int",
+        "float",
+        "bool",
+        "complex",
+        "str",
+        "number",
+        "ScalarType",
+        "Layout",
+        "MemoryFormat",
+        "Device",
+    }
+)
+#: Why a type an op author might try is refused (the other refusals share one message).
+_REFUSED_BECAUSE = {
+    "Generator": "torch.compile cannot pass a torch.Generator to an operator (dynamo cannot "
+    "trace it as an argument); take a seed (int) and make the generator inside the op",
+}
+#: The return types: those ``torch.library.infer_schema`` accepts.
+RETURN_TYPES = frozenset({"Tensor", "List[Tensor]", "int", "float", "bool", "number"})
+
+_WRAPPED = re.compile(r"^(?:Optional|List)\[(.*)\]$")
+
+
+def _plain(type_name: str) -> bool:
+    """A plain value's type: one of :data:`PLAIN_TYPES`, maybe optional, maybe in a list."""
+    for _ in range(3):  # int, int?, int[], int?[], int[]?
+        if type_name in PLAIN_TYPES:
+            return True
+        match = _WRAPPED.match(type_name)
+        if match is None:
+            return False
+        type_name = match.group(1)
+    return False
+
+
+def _shown(type_name: str) -> str:
+    """A type as the schema language writes it (``Tensor?[]`` for ``List[Optional[Tensor]]``)."""
+    match = _WRAPPED.match(type_name)
+    if match is None:
+        return {"number": "Scalar"}.get(type_name, type_name)
+    suffix = "?" if type_name.startswith("Optional") else "[]"
+    return _shown(match.group(1)) + suffix
+
+
+def _check_argument(qualname: str, arg: Any) -> None:
+    """Refuse an argument type that opreg cannot give a meaning (see the module docstring)."""
+    type_name = str(arg.real_type)
+    alias = arg.alias_info
+    if alias is not None and not alias.is_write:
+        raise ValueError(
+            f"opreg: {qualname}: argument '{arg.name}' has the alias annotation "
+            f"{type_name}({', '.join(sorted(alias.before_set))}) without '!': an opreg op "
+            "returns new tensors, never a view of an input, so only a mutated argument "
+            "(mutates_args, 'Tensor(a!)') may carry one"
+        )
+    if type_name in TENSOR_TYPES or _plain(type_name):
+        return
+    if type_name == "Optional[List[Tensor]]":
+        raise ValueError(
+            f"opreg: {qualname}: argument '{arg.name}' has type Tensor[]?, which opreg does "
+            "not support: PyTorch's dispatcher does not look at the tensors in a Tensor[]? "
+            "when it picks a kernel (vmap, autograd and tensor subclasses that only that "
+            "argument brings are missed; a vmap batching only it crashes); declare it "
+            "Tensor[] (an empty list for none) or Tensor?[]"
+        )
+    base = type_name
+    while (match := _WRAPPED.match(base)) is not None:
+        base = match.group(1)
+    because = _REFUSED_BECAUSE.get(base) or (
+        "an argument is a tensor (Tensor, Tensor?, Tensor[], Tensor?[]) or a plain "
+        "value (int, SymInt, float, bool, complex, str, Scalar, ScalarType, Layout, "
+        "MemoryFormat, Device; optional or in a list): vmap, autograd and the checks have no "
+        "meaning for other types"
+    )
+    raise ValueError(
+        f"opreg: {qualname}: argument '{arg.name}' has type {_shown(type_name)}, which opreg "
+        f"does not support: {because}"
+    )
+
+
+def _check_return(qualname: str, index: int, ret: Any) -> None:
+    type_name = str(ret.real_type)
+    if ret.alias_info is not None:
+        raise ValueError(
+            f"opreg: {qualname}: output {index} has an alias annotation: an opreg op returns "
+            "new tensors, never an input or a view of one (return a clone; a mutating op "
+            "returns nothing, '-> ()')"
+        )
+    if type_name not in RETURN_TYPES:
+        raise ValueError(
+            f"opreg: {qualname}: output {index} has type {_shown(type_name)}, which opreg does "
+            "not support as a return: return Tensor, Tensor[], int, SymInt, float, bool or "
+            "Scalar, or a tuple of them (vmap cannot stack, nor autograd track, other types; "
+            "for an optional tensor output return an empty tensor or a flag)"
+        )
+
+
 def parse_signature(qualname: str, schema: str) -> Signature:
-    """Parse ``schema`` and collect the argument layout; errors name the op."""
+    """Parse ``schema`` and collect the argument layout; refuse the types opreg cannot support
+    (see the module docstring). Errors name the op and the argument."""
     try:
         parsed = parse_schema(f"{qualname}{schema}")
     except RuntimeError as exc:
         raise ValueError(f"opreg: {qualname}: invalid schema {schema!r}: {exc}") from exc
+    if "..." in str(parsed):
+        raise ValueError(
+            f"opreg: {qualname}: schema {schema!r} has '...': an opreg op declares every "
+            "argument and output"
+        )
+    for index, ret in enumerate(parsed.returns):
+        _check_return(qualname, index, ret)
     positional: list[str] = []
     kwarg_only: list[str] = []
     defaults: dict[str, Any] = {}
     mutated: list[str] = []
     for arg in parsed.arguments:
+        _check_argument(qualname, arg)
         (kwarg_only if arg.kwarg_only else positional).append(arg.name)
         if arg.has_default_value():
             defaults[arg.name] = arg.default_value
@@ -88,6 +236,7 @@ def parse_signature(qualname: str, schema: str) -> Signature:
         defaults=defaults,
         num_returns=len(parsed.returns),
         mutated=tuple(mutated),
-        returns_list=any(isinstance(r.type, torch.ListType) for r in parsed.returns),
-        list_args=any(isinstance(a.type, torch.ListType) for a in parsed.arguments),
+        returns_list=any(str(r.real_type) == "List[Tensor]" for r in parsed.returns),
+        list_args=any(str(a.real_type) in TENSOR_LIST_TYPES for a in parsed.arguments),
+        tensor_returns=tuple(str(r.real_type) in TENSOR_TYPES for r in parsed.returns),
     )

@@ -55,6 +55,17 @@ class Target:
             if a.alias_info is not None and a.alias_info.is_write
         )
 
+    @property
+    def output_batch_dims(self) -> Any:
+        """``torch.vmap``'s ``out_dims`` for the op: 0 for a tensor (or list of tensors) output,
+        None for a plain value (an ``int``, ``float``... that vmap cannot batch); one entry per
+        output, or a single one for one output."""
+        dims = tuple(
+            0 if str(r.real_type) in ("Tensor", "List[Tensor]") else None
+            for r in self.schema.returns
+        )
+        return dims[0] if len(dims) == 1 else dims
+
     def has_batching_rule(self) -> bool:
         """Whether a kernel on ``FuncTorchBatched`` exists (otherwise vmap loops per sample)."""
         return has_kernel_for_dispatch_key(overload_name(self.overload), "FuncTorchBatched")

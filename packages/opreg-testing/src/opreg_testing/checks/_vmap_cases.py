@@ -93,15 +93,17 @@ def _dims(level: Level) -> str:
 
 
 def _tensors(value: Any) -> list[torch.Tensor] | None:
-    """The tensors of a batchable argument (a tensor, or a non-empty list of only tensors)."""
+    """The tensors of a batchable argument: a tensor, or a list of tensors and Nones (a
+    ``Tensor?[]``) with at least one tensor. vmap batches each tensor of a list at the list's
+    in_dim and leaves its Nones alone (a None holds no tensor to batch)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if (
         isinstance(value, (list, tuple))
-        and value
-        and all(isinstance(v, torch.Tensor) for v in value)
+        and any(isinstance(v, torch.Tensor) for v in value)
+        and all(v is None or isinstance(v, torch.Tensor) for v in value)
     ):
-        return list(value)
+        return [v for v in value if v is not None]
     return None
 
 
@@ -175,6 +177,8 @@ def _compatible(a: Any, b: Any) -> bool:
             and a.dtype == b.dtype
             and a.device == b.device
         )
+    if a is None:  # a None element of a Tensor?[]: its partner is None too
+        return b is None
     return (
         isinstance(a, (list, tuple))
         and type(a) is type(b)
@@ -263,7 +267,7 @@ def _flat(case: VmapCase, position: int, key: tuple[int, ...]) -> int:
 def _copy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
-    return [t.detach().clone() for t in value]
+    return [None if t is None else t.detach().clone() for t in value]
 
 
 def _value_at(sample: SampleInput, case: VmapCase, position: int, index: Sequence[int]) -> Any:
@@ -275,7 +279,10 @@ def _value_at(sample: SampleInput, case: VmapCase, position: int, index: Sequenc
     mode = case.entries.mode
     if isinstance(value, torch.Tensor):
         return _variant(value, position, key, mode)
-    return [_variant(t, position * 1000 + k, key, mode) for k, t in enumerate(value)]
+    return [
+        None if t is None else _variant(t, position * 1000 + k, key, mode)
+        for k, t in enumerate(value)
+    ]
 
 
 def entry(sample: SampleInput, case: VmapCase, index: Sequence[int]) -> SampleInput:
@@ -290,7 +297,9 @@ def entry(sample: SampleInput, case: VmapCase, index: Sequence[int]) -> SampleIn
 def _stack(items: list[Any], dim: int) -> Any:
     if isinstance(items[0], torch.Tensor):
         return torch.stack(items, dim)
-    return [torch.stack(list(ts), dim) for ts in zip(*items, strict=True)]
+    return [
+        None if ts[0] is None else torch.stack(list(ts), dim) for ts in zip(*items, strict=True)
+    ]
 
 
 def batched_sample(sample: SampleInput, case: VmapCase) -> SampleInput:
@@ -341,14 +350,32 @@ def expected_output(fn: Callable[..., Any], sample: SampleInput, case: VmapCase)
 
 
 def vmapped(
-    fn: Callable[..., Any], case: VmapCase, kwargs: dict[str, Any], randomness: str
+    fn: Callable[..., Any],
+    case: VmapCase,
+    kwargs: dict[str, Any],
+    randomness: str,
+    out_dims: Any = 0,
 ) -> Callable[..., Any]:
-    """``vmap(vmap(...fn...))`` with the case's in_dims (``kwargs`` bound, unbatched)."""
+    """``vmap(vmap(...fn...))`` with the case's in_dims (``kwargs`` bound, unbatched; keyword
+    arguments given to the call are passed on unbatched too, as vmap does) and ``out_dims`` at
+    every level (None for an output that is a plain value: ``Target.output_batch_dims``)."""
 
-    def call(*args: Any) -> Any:
-        return fn(*args, **kwargs)
+    def call(*args: Any, **more: Any) -> Any:
+        return fn(*args, **kwargs, **more)
 
-    wrapped: Callable[..., Any] = call
-    for dims in reversed(case.levels):
-        wrapped = torch.vmap(wrapped, in_dims=dims, randomness=randomness)
-    return wrapped
+    def run(*args: Any, **more: Any) -> Any:
+        wrapped: Callable[..., Any] = call
+        for dims in reversed(case.levels):
+            in_dims = tuple(_in_dim(d, a) for d, a in zip(dims, args, strict=False))
+            wrapped = torch.vmap(wrapped, in_dims=in_dims, out_dims=out_dims, randomness=randomness)
+        return wrapped(*args, **more)
+
+    return run
+
+
+def _in_dim(dim: InDim, value: Any) -> Any:
+    """``torch.vmap``'s in_dim for an argument batched at ``dim``: per element for a list with
+    Nones (a ``Tensor?[]``: vmap refuses an int in_dim for a None)."""
+    if dim is None or not isinstance(value, (list, tuple)) or all(v is not None for v in value):
+        return dim
+    return [None if v is None else dim for v in value]

@@ -174,7 +174,10 @@ class Inputs:
         """The op as a function of the flat differentiated tensors."""
 
         def fn(*flat: torch.Tensor) -> Any:
-            return op(*self.args(flat), **self.sample.kwargs)
+            out = op(*self.args(flat), **self.sample.kwargs)
+            if isinstance(out, tuple):  # plain outputs (an int...) have no derivative
+                return tuple(o for o in out if isinstance(o, (torch.Tensor, list)))
+            return out
 
         return fn
 
@@ -429,15 +432,18 @@ def _forward_functorch(
         if all(lvl[p] is not None for lvl in c.levels for p in mutated)
     ]
     per_sample = _jvp_outputs(op, sample.kwargs, positions)
+
+    def per_entry(*args: Any, **kwargs: Any) -> Any:
+        return per_sample(*args)  # the keyword arguments are bound in per_sample
+
     for case in cases:
         with ctx.step("torch.func.jvp(op) per batch entry", sample, "jvp, float64"):
-            expected = expected_output(per_sample, sample, case)
+            expected = expected_output(per_entry, sample, case)
         batched = batched_sample(sample, case)
         label = f"jvp(vmap(op)), {case}"
         with ctx.step("jvp(vmap(op))", sample, label, JVP_VMAP_HINT):
-            actual = _jvp_outputs(vmapped(op, case, sample.kwargs, "error"), {}, positions)(
-                *batched.args
-            )
+            op_vmapped = vmapped(op, case, sample.kwargs, "error", ctx.target.output_batch_dims)
+            actual = _jvp_outputs(op_vmapped, {}, positions)(*batched.args)
         _compare_tangents(ctx, expected, actual, sample, label)
         label = f"vmap(jvp(op)), {case}"
         with ctx.step("vmap(jvp(op))", sample, label, JVP_VMAP_HINT):

@@ -97,7 +97,7 @@ def run_compile(ctx: CheckContext, options: CompileOptions) -> None:
         for case in vmap_cases(sample, nested=False)[:1]:
             b = batched_sample(sample, case)
             inputs = SampleInput(b.args, name=sample.name)
-            fn = vmapped(op, case, b.kwargs, "error")
+            fn = vmapped(op, case, b.kwargs, "error", ctx.target.output_batch_dims)
             _compile_case(ctx, fn, sample, inputs, f"{case}, backend={backend}", backend, dynamic)
             vmapped_cases += 1
     ctx.info.update(backend=backend, dynamic=dynamic, vmap_cases=vmapped_cases)

@@ -150,8 +150,10 @@ def run_fake(ctx: CheckContext, options: FakeOptions) -> None:
         cases = vmap_cases(sample, nested=False, entries=entries)[:1] if batched else []
         for case in cases:
             b = batched_sample(sample, case)
-            fn = vmapped(op, case, b.kwargs, "error")
-            inputs = SampleInput(b.args, name=sample.name)
+            # The keyword arguments go in the inputs (not bound): under FakeTensorMode they
+            # must be fake tensors too.
+            fn = vmapped(op, case, {}, "error", ctx.target.output_batch_dims)
+            inputs = SampleInput(b.args, b.kwargs, name=sample.name)
             try:
                 real, _ = ctx.run(fn, inputs)
             except Exception as exc:  # the vmap check reports this; nothing to compare here

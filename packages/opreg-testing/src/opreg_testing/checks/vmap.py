@@ -84,7 +84,8 @@ def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomn
     single = VmapCase(case.levels, (1,) * case.depth, case.entries)
     try:
         one = batched_sample(sample, single)
-        got, _ = ctx.run(vmapped(ctx.target.call, single, one.kwargs, randomness), one)
+        fn = vmapped(ctx.target.call, single, one.kwargs, randomness, ctx.target.output_batch_dims)
+        got, _ = ctx.run(fn, one)
         found = compare(
             expected_output(ctx.target.call, sample, single), got, tolerance=ctx.tolerance
         )
@@ -120,7 +121,7 @@ def _check_case(
     before = _stats(ctx.target)
     with ctx.step("vmap(op)", sample, where):
         actual = ctx.run(
-            vmapped(op, case, batched.kwargs, randomness),
+            vmapped(op, case, batched.kwargs, randomness, ctx.target.output_batch_dims),
             SampleInput(batched.args, name=sample.name),
         )
     path = _observed_path(ctx.target, before)
