@@ -22,7 +22,9 @@ wrapper tensors, so one Function per level composes with ``grad``, ``jacrev`` an
 the backward does. The batched op's jvp is ``vmap`` of the user's ``setup_context`` + ``jvp``.
 Tangents arrive input-shaped; an output tangent must have its output's shape (an error naming
 the op and both shapes otherwise, never a silently broadcast tangent). Without a ``jvp`` the
-kernel raises when a tangent would pass: a lost tangent would be silently zero.
+kernel raises when a tangent would pass: a lost tangent would be silently zero. A jvp rule
+(the user's or the derived one) runs where ``torch.func`` transforms can start, one level below
+the jvp level being processed (``call_jvp_rule``), so rules may use ``torch.func.jvp``/``vmap``.
 """
 
 from __future__ import annotations
@@ -37,14 +39,13 @@ from ._private import (
     AutoDispatchBelowAutograd,
     SingleLevelFunction,
     apply_function,
-    call_below_jvp_level,
+    call_jvp_rule,
     enable_single_level_autograd_function,
     entry_point,
     forward_mode_ad_active,
     grad_modes,
     redispatch_boxed,
     tangent_flags,
-    tangents_of_outer_levels,
     transform_grad_modes,
 )
 from ._signature import Signature
@@ -363,8 +364,7 @@ def make_autograd_kernel(
         tangents = unflatten_tangents(ctx.opreg_spec, flat_tangents[1:])
         assert jvp is not None  # the Function has no jvp otherwise
         try:
-            with tangents_of_outer_levels():
-                result = jvp(ctx, *tangents)
+            result = call_jvp_rule(jvp, ctx, *tangents)
         except (AttributeError, IndexError, ValueError) as exc:
             if not user_jvp or setup_context is not None:
                 raise
@@ -565,7 +565,7 @@ def derive_batched_jvp(
                 result.append(t if d == 0 else t.movedim(0, d))
             return tuple(result)
 
-        # torch.vmap cannot start inside the jvp level's dispatch: run one level below it.
-        return call_below_jvp_level(batched_jvp, inputs, outputs, tangents)
+        # (The kernel runs this below the jvp level's dispatch, where torch.vmap can start.)
+        return batched_jvp(inputs, outputs, tangents)
 
     return derived_jvp
