@@ -81,6 +81,7 @@ def add_batching(
         direct,
         level_keys=vmap_level_keys() if direct is not None else None,
         nograd_op=add_nograd_twin(spec, reg, kernel),
+        derived_autograd=spec.differentiable,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
