@@ -90,6 +90,7 @@ __all__ = [
     "peek_interpreter_stack",
     "rebind_call",
     "redispatch_boxed",
+    "storage_id",
     "tangent_flags",
     "transform_grad_modes",
     "tree_leaves",
@@ -145,6 +146,7 @@ INTERNALS: tuple[str, ...] = (
     "torch.autograd.forward_ad._current_level",
     "torch.autograd.forward_ad._set_fwd_grad_enabled",
     "torch.library.Library._destroy",
+    "torch.UntypedStorage._cdata",
     "torch.utils._pytree.tree_leaves",
     "torch.utils._pytree.tree_map_only",
     "torch.distributed.tensor.DTensor._op_dispatcher",
@@ -659,6 +661,24 @@ def _dispatch_state_below() -> tuple[Any, Any]:
     else:
         include = include | _FRONT_BACK
     return include, torch._C._dispatch_tls_local_exclude_set() & _AUTOCAST_KEYS
+
+
+# -- Aliasing outputs ---------------------------------------------------------------------------
+# Why: an output that shares storage with an input (or another output) is caught at a kernel's
+# first call (``_aliasing``); storage identity is what ``torch.library.custom_op`` compares
+# (``torch._library.utils.check_aliasing_constraint``), the storage object's ``_cdata``: a new
+# Python storage object is made per ``untyped_storage()`` call, and ``data_ptr`` cannot tell
+# two empty storages apart.
+# Public replacement: a public storage identity (or ``torch.library``'s aliasing check).
+
+
+def storage_id(t: torch.Tensor) -> int | None:
+    """An id of the storage ``t`` views (the same for every view of it), or None for a tensor
+    without storage (a wrapper subclass)."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
 
 
 # -- DTensor sharding -----------------------------------------------------------------------------
