@@ -174,6 +174,12 @@ VMAPPED: dict[str, Callable[[Fn, int, bool, tuple[torch.Tensor, ...]], Any]] = {
         lambda a: jvp(_vmap_n(fn, d, yb), (a, v[1]), v[2:])[1].pow(2).sum()
     )(v[0]),
     "dual tensors": lambda fn, d, yb, v: _dual(_vmap_n(fn, d, yb), v),
+    "grad(vmap)": lambda fn, d, yb, v: grad(
+        lambda a, b: _vmap_n(fn, d, yb)(a, b).pow(2).sum(), argnums=(0, 1)
+    )(v[0], v[1]),
+    "vmap(grad)": lambda fn, d, yb, v: _vmap_n(
+        grad(lambda a, b: fn(a, b).pow(2).sum(), argnums=(0, 1)), d, yb
+    )(v[0], v[1]),
 }
 
 
