@@ -49,16 +49,38 @@ def _jvp(ctx: Any, x_t: torch.Tensor | None, y_t: torch.Tensor | None) -> torch.
     return out
 
 
-@pytest.fixture
-def op(ns: str) -> Any:
+def _backward_by_vjp(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The backward as authors write it for an op built from torch calls: torch.func.vjp."""
+    x, y = ctx.saved_tensors
+    pullback = torch.func.vjp(_f, x, y)[1]
+    return tuple(pullback(g))
+
+
+def _jvp_by_jvp(ctx: Any, x_t: torch.Tensor | None, y_t: torch.Tensor | None) -> torch.Tensor:
+    """The jvp as authors write it for an op built from torch calls: torch.func.jvp."""
+    x, y = ctx.saved_tensors
+    x_t = torch.zeros_like(x) if x_t is None else x_t
+    y_t = torch.zeros_like(y) if y_t is None else y_t
+    tangent: torch.Tensor = torch.func.jvp(_f, (x, y), (x_t, y_t))[1]
+    return tangent
+
+
+#: (backward, jvp) pairs: hand-written, and built with torch.func transforms (which autograd
+#: calls inside a functorch level's dispatch, where a transform cannot start by itself).
+RULES = {"hand-written": (_backward, _jvp), "torch.func": (_backward_by_vjp, _jvp_by_jvp)}
+
+
+@pytest.fixture(params=list(RULES.values()), ids=list(RULES))
+def op(ns: str, request: pytest.FixtureRequest) -> Any:
+    backward, jvp_rule = request.param
     return register_vmap_op(
         _f,
         fake_fn=_fake,
         vmap_fn=_vf,
         fake_vmap_fn=_fake,
-        backward=_backward,
+        backward=backward,
         setup_context=_setup,
-        jvp=_jvp,
+        jvp=jvp_rule,
         name=f"{ns}::mul",
     )
 
@@ -152,6 +174,12 @@ VMAPPED: dict[str, Callable[[Fn, int, bool, tuple[torch.Tensor, ...]], Any]] = {
         lambda a: jvp(_vmap_n(fn, d, yb), (a, v[1]), v[2:])[1].pow(2).sum()
     )(v[0]),
     "dual tensors": lambda fn, d, yb, v: _dual(_vmap_n(fn, d, yb), v),
+    "grad(vmap)": lambda fn, d, yb, v: grad(
+        lambda a, b: _vmap_n(fn, d, yb)(a, b).pow(2).sum(), argnums=(0, 1)
+    )(v[0], v[1]),
+    "vmap(grad)": lambda fn, d, yb, v: _vmap_n(
+        grad(lambda a, b: fn(a, b).pow(2).sum(), argnums=(0, 1)), d, yb
+    )(v[0], v[1]),
 }
 
 
@@ -175,6 +203,50 @@ def test_under_vmap_matches_plain_pytorch(
     _same(lambda fn: case(fn, depth, y_batched, values), op)
     # the batched op ran (its jvp derived from the user's), never a per-sample loop
     assert op.vmap_stats.fast >= 1 and op.vmap_stats.loop == 0
+
+
+def _jvp_by_vmap(ctx: Any, x_t: torch.Tensor | None, y_t: torch.Tensor | None) -> torch.Tensor:
+    """A jvp that maps a per-row torch.func.jvp with torch.vmap: two transforms in the rule."""
+    x, y = ctx.saved_tensors
+    x_t = torch.zeros_like(x) if x_t is None else x_t
+    y_t = torch.zeros_like(y) if y_t is None else y_t
+
+    def row(a: torch.Tensor, a_t: torch.Tensor) -> torch.Tensor:
+        tangent: torch.Tensor = torch.func.jvp(lambda r, s: r * s.sin().sum(), (a, y), (a_t, y_t))[
+            1
+        ]
+        return tangent
+
+    return torch.vmap(row)(x, x_t)
+
+
+def _backward_by_jacrev(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A backward that contracts the Jacobian torch.func.jacrev builds."""
+    x, y = ctx.saved_tensors
+    jx, jy = torch.func.jacrev(_f, argnums=(0, 1))(x, y)
+    return torch.tensordot(g, jx, dims=g.dim()), torch.tensordot(g, jy, dims=g.dim())
+
+
+SOME_CASES = ("jvp", "jacfwd x, y", "hessian", "jacfwd(jacfwd)", "jvp(grad)", "grad(jvp)")
+SOME_VMAPPED = ("jvp(vmap)", "vmap(jvp)", "vmap(jacfwd)", "hessian(vmap)", "dual tensors")
+
+
+@pytest.mark.parametrize("name", SOME_CASES + SOME_VMAPPED)
+def test_rules_built_with_vmap_and_jacrev(ns: str, name: str) -> None:
+    """Rules that start other transforms (torch.vmap, jacrev) work under each transform."""
+    op = register_vmap_op(
+        _f, fake_fn=_fake, vmap_fn=_vf, fake_vmap_fn=_fake, backward=_backward_by_jacrev,
+        setup_context=_setup, jvp=_jvp_by_vmap, name=f"{ns}::mul_vmap_rules",
+    )  # fmt: skip
+    if name in ONE_LEVEL:
+        values = (_rand(*X), _rand(*Y), _rand(*X), _rand(*Y))
+        _same(lambda fn: ONE_LEVEL[name](fn, values), op)
+        return
+    for depth in (1, 2):
+        x, y = _batched(depth, False)
+        values = (x, y, torch.randn_like(x), torch.randn_like(y))
+        case = VMAPPED[name]
+        torch.testing.assert_close(case(op, depth, False, values), case(_f, depth, False, values))
 
 
 def test_reverse_over_reverse_keeps_the_ops_term_without_jvp(ns: str) -> None:

@@ -327,7 +327,9 @@ def test_a_backward_calling_a_launcher_is_refused_under_transforms(
     assert isinstance(error, DirectLaunchInDerivativeError)
 
 
-def test_a_jvp_calling_a_launcher_is_refused_under_func_jvp(ns: str, opreg_triton_cpu: Any) -> None:
+def test_a_jvp_calling_a_launcher_is_refused_under_transforms(
+    ns: str, opreg_triton_cpu: Any
+) -> None:
     def direct_jvp(ctx: Any, x_t: torch.Tensor) -> torch.Tensor:
         (x,) = ctx.saved_tensors
         return _mul(x_t, 2 * x)
@@ -338,8 +340,14 @@ def test_a_jvp_calling_a_launcher_is_refused_under_func_jvp(ns: str, opreg_trito
         dual = torch.autograd.forward_ad.make_dual(x, t)  # type: ignore[no-untyped-call]
         tangent = torch.autograd.forward_ad.unpack_dual(op(dual)).tangent  # type: ignore[no-untyped-call]
     torch.testing.assert_close(tangent, 2 * x * t)
+    # torch.func.jvp alone: the jvp runs below its level, on plain tensors (nothing else can
+    # differentiate or batch them), so the launch reads them and the tangent is right
+    torch.testing.assert_close(torch.func.jvp(op, (x,), (t,))[1], 2 * x * t)
+    # a transform around it hands the launcher wrappers: refused, never a lost derivative
     with pytest.raises(DirectLaunchInDerivativeError, match=rf"{ns}::square: the jvp failed"):
-        torch.func.jvp(op, (x,), (t,))
+        torch.func.grad(lambda a: torch.func.jvp(op, (a,), (t,))[1].sum())(x)
+    with pytest.raises(DirectLaunchInDerivativeError, match=rf"{ns}::square: the jvp failed"):
+        torch.func.jacfwd(torch.func.jacfwd(lambda a: op(a).sum()))(x)
 
 
 def test_other_backward_errors_pass_through_unchanged(ns: str, opreg_triton_cpu: Any) -> None:

@@ -27,7 +27,9 @@ wrapper tensors, so one Function per level composes with ``grad``, ``jacrev`` an
 the backward does. The batched op's jvp is ``vmap`` of the user's ``setup_context`` + ``jvp``.
 Tangents arrive input-shaped; an output tangent must have its output's shape (an error naming
 the op and both shapes otherwise, never a silently broadcast tangent). Without a ``jvp`` the
-kernel raises when a tangent would pass: a lost tangent would be silently zero.
+kernel raises when a tangent would pass: a lost tangent would be silently zero. A jvp rule
+(the user's or the derived one) runs where ``torch.func`` transforms can start, one level below
+the jvp level being processed (``call_jvp_rule``), so rules may use ``torch.func.jvp``/``vmap``.
 """
 
 from __future__ import annotations
@@ -37,20 +39,20 @@ from typing import Any
 
 import torch
 
+from ._batching import UNBATCHED
 from ._errors import NotDifferentiableError
 from ._private import (
     AFTER_AUTOGRAD_KEYSET,
     AutoDispatchBelowAutograd,
     SingleLevelFunction,
     apply_function,
-    call_below_jvp_level,
+    call_jvp_rule,
     enable_single_level_autograd_function,
     entry_point,
     forward_mode_ad_active,
     grad_modes,
     redispatch_boxed,
     tangent_flags,
-    tangents_of_outer_levels,
     transform_grad_modes,
 )
 from ._signature import Signature
@@ -394,8 +396,7 @@ def make_autograd_kernel(
         tangents = unflatten_tangents(ctx.opreg_spec, flat_tangents[1:])
         assert jvp is not None  # the Function has no jvp otherwise
         try:
-            with tangents_of_outer_levels():
-                result = jvp(ctx, *tangents)
+            result = call_jvp_rule(jvp, ctx, *tangents)
         except (AttributeError, IndexError, ValueError) as exc:
             if not user_jvp or setup_context is not None:
                 raise
@@ -492,6 +493,7 @@ def derive_batched_backward(
             [isinstance(x, torch.Tensor) for x in flat],
             [isinstance(x, torch.Tensor) for x in out_values],
             out_spec,
+            [getattr(x, UNBATCHED, False) is True for x in flat],
         )
 
     def derived_backward(ctx: Any, *grads: Any) -> Any:
@@ -545,14 +547,29 @@ def saved_values(
     ctx: Any,
 ) -> tuple[tuple[int, ...], list[Any], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], Any]:
     """The batched op's inputs and outputs as its derived ``setup_context`` saved them:
-    ``(spec, flat inputs, inputs, their vmap in_dims, outputs, which outputs are tensors)``."""
-    spec, in_other, out_other, in_is_t, out_is_t, out_spec = ctx.opreg_derived
+    ``(spec, flat inputs, inputs, their vmap in_dims, outputs, which outputs are tensors)``.
+
+    An input that is an unbatched argument expanded to the batch (marked ``UNBATCHED`` by the
+    batching rule) is given unbatched (in_dim None), as its first entry: a rule written for
+    one sample may need it as the sample it is (contiguous, e.g. ``group_norm``'s backward;
+    of the sample's rank, e.g. ``channels_last``), which the expanded copy, batched, is not.
+    Its gradient still comes back batched from the vmap, one per entry (autograd sums them
+    through the expand); where a derivative flows back through the first entry (a backward
+    that is differentiated itself), the expand sums it the same way: nothing reads the
+    expanded argument's entries apart."""
+    spec, in_other, out_other, in_is_t, out_is_t, out_spec, unbatched = ctx.opreg_derived
     saved = iter(ctx.saved_tensors)
     flat_in = [next(saved) if t else o for t, o in zip(in_is_t, in_other, strict=True)]
     flat_out = [next(saved) if t else o for t, o in zip(out_is_t, out_other, strict=True)]
     outputs = unflatten_inputs(out_spec, flat_out)
-    inputs = unflatten_inputs(spec, flat_in)
-    input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
+    if any(unbatched):
+        samples = [x.select(0, 0) if u else x for x, u in zip(flat_in, unbatched, strict=True)]
+        inputs = unflatten_inputs(spec, samples)
+        dims = [0 if t and not u else None for t, u in zip(in_is_t, unbatched, strict=True)]
+        input_dims = unflatten_inputs(spec, dims)
+    else:
+        inputs = unflatten_inputs(spec, flat_in)
+        input_dims = unflatten_inputs(spec, [0 if t else None for t in in_is_t])
     return spec, flat_in, inputs, input_dims, outputs, out_is_t
 
 
@@ -561,6 +578,21 @@ def _tangent_dims(tangent: Any) -> Any:
     if isinstance(tangent, list):
         return [0 if isinstance(t, torch.Tensor) else None for t in tangent]
     return 0 if isinstance(tangent, torch.Tensor) else None
+
+
+def _sample_tangent(tangent: Any, input_dim: Any) -> tuple[Any, Any]:
+    """A declared input's tangent for the per-sample replay, and its vmap in_dim: batched at 0,
+    except that the tangent of an input replayed unbatched (``input_dim`` None, see
+    :func:`saved_values`) that is itself the same for every entry (stride 0 on the batch: the
+    expand's tangent) is replayed unbatched too, as its first entry."""
+    if isinstance(tangent, torch.Tensor):
+        if input_dim is None and tangent.dim() > 0 and tangent.stride(0) == 0:
+            return tangent.select(0, 0), None
+        return tangent, 0
+    if isinstance(tangent, list) and isinstance(input_dim, list):
+        pairs = [_sample_tangent(t, d) for t, d in zip(tangent, input_dim, strict=True)]
+        return [t for t, _ in pairs], [d for _, d in pairs]
+    return tangent, _tangent_dims(tangent)
 
 
 def derive_batched_jvp(
@@ -591,7 +623,9 @@ def derive_batched_jvp(
             return tuple(t for t in result if isinstance(t, torch.Tensor))
 
         def batched_jvp(inputs: Any, outputs: Any, tangents: Any) -> tuple[Any, ...]:
-            tangent_dims = tuple(_tangent_dims(t) for t in tangents)
+            pairs = [_sample_tangent(t, d) for t, d in zip(tangents, input_dims, strict=True)]
+            tangents = tuple(t for t, _ in pairs)
+            tangent_dims = tuple(d for _, d in pairs)
             batched = torch.vmap(per_sample, in_dims=(input_dims, output_dims, tangent_dims))(
                 inputs, outputs, tangents
             )
@@ -613,7 +647,7 @@ def derive_batched_jvp(
                 result.append(t if d == 0 else t.movedim(0, d))
             return tuple(result)
 
-        # torch.vmap cannot start inside the jvp level's dispatch: run one level below it.
-        return call_below_jvp_level(batched_jvp, inputs, outputs, tangents)
+        # (The kernel runs this below the jvp level's dispatch, where torch.vmap can start.)
+        return batched_jvp(inputs, outputs, tangents)
 
     return derived_jvp

@@ -8,7 +8,9 @@ batching rule, being called only below the last vmap level.)
 
 - The op's rule (innermost vmap level) unwraps the level's batch dims, moves them to dim 0
   (arguments unbatched at that level are expanded, without a copy), calls the batched op and
-  re-wraps the outputs at ``vmap_out_dims``.
+  re-wraps the outputs at ``vmap_out_dims``. Where the batched op's autograd kernel may record
+  the call, the expanded arguments are marked (``UNBATCHED``): its derived backward and jvp
+  replay them unbatched, as the sample they are.
 - The batched op's rule (each further level) moves the level's batch dim to 0, flattens it
   into the existing leading batch dim, calls the batched op again, and unflattens the outputs.
 
@@ -136,6 +138,37 @@ def _front_value(value: Any, dim: InDim, batch: int) -> Any:
     return value
 
 
+#: Marks an argument of the batched op that is an unbatched argument expanded to the batch
+#: (the same for every batch entry, and made here, so no one reads its gradient per entry): the
+#: batched op's derived backward and jvp replay it unbatched (``_autograd.saved_values``), as
+#: a rule written for one sample expects it (contiguous, of the sample's rank).
+UNBATCHED = "opreg_unbatched"
+
+
+def _is_marked(value: Any) -> bool:
+    return getattr(value, UNBATCHED, False) is True
+
+
+def _mark_unbatched(
+    args: Sequence[Any], dims: Sequence[InDim], sources: Sequence[Any] | None = None
+) -> None:
+    """Mark (see :data:`UNBATCHED`) each tensor of ``args`` (the batched op's arguments) whose
+    dim is None: expanded by this level; at a further level (``sources``: the arguments as
+    unwrapped there, before the fold), only where its source was marked by the level below,
+    so that it is the same for every entry of the folded batch."""
+    for i, d in enumerate(dims):
+        if isinstance(d, list):
+            for j, e in enumerate(d):
+                if e is None and (sources is None or _is_marked(sources[i][j])):
+                    setattr(args[i][j], UNBATCHED, True)
+        elif (
+            d is None
+            and isinstance(args[i], torch.Tensor)
+            and (sources is None or _is_marked(sources[i]))
+        ):
+            setattr(args[i], UNBATCHED, True)
+
+
 def default_wrap_inputs(info: VmapInfo, in_dims: Sequence[InDim], *args: Any) -> tuple[Any, ...]:
     """Move every batch dim to position 0 and expand unbatched tensors to the batch (no copy)."""
     return tuple(_front_value(a, d, info.batch_size) for a, d in zip(args, in_dims, strict=True))
@@ -257,6 +290,7 @@ class BatchingRules:
         kernels: dict[Any, Any] | None = None,
         level_keys: VmapLevelKeys | None = None,
         nograd_op: Callable[..., Any] | None = None,
+        derived_autograd: bool = False,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -278,6 +312,9 @@ class BatchingRules:
         self.kernels: dict[Any, Any] = {} if kernels is None else kernels
         #: The fold of every level applies: one output, default input wrapping, no depth cap.
         self.plain = self.single_tensor and wrap_inputs is None and max_level is None
+        #: The batched op has a derived autograd kernel: where it may record, the expanded
+        #: unbatched arguments are marked for it (``_mark_unbatched``).
+        self.derived_autograd = derived_autograd
 
     # -- short paths ---------------------------------------------------------------------------
     def _nothing_else_in_play(self) -> bool:
@@ -381,6 +418,9 @@ class BatchingRules:
                 return folded
         new_args, new_kwargs = self._front_all(values, in_dims, kw, batch)
         op = self._last_level_op(new_args, new_kwargs)
+        if op is not self.nograd_op and self.derived_autograd and self.wrap_inputs is None:
+            _mark_unbatched(new_args, in_dims)
+            _mark_unbatched([new_kwargs[k] for k in kw], [d for _, d in kw.values()])
         if self.max_level is None:
             out = call_one_level_down(op, new_args, new_kwargs)
         else:
@@ -422,7 +462,12 @@ class BatchingRules:
         for i, d in moves:
             values[i] = _front(values[i], d, batch)
         self.stats.fast += 1
-        op = self.nograd_op if twin and self.nograd_op is not None else self.batched_op
+        if twin and self.nograd_op is not None:
+            op = self.nograd_op
+        else:
+            op = self.batched_op
+            if self.derived_autograd:
+                _mark_unbatched([values[i] for i, _ in moves], [d for _, d in moves])
         return self._wrap_one_level(call_one_level_down(op, values, {}), level, batch)
 
     def _wrap_one_level(self, out: Any, level: int, batch: int) -> Any:
@@ -558,6 +603,10 @@ class BatchingRules:
             return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
         new_args, new_kwargs, inner = self._flatten_all(values, dims, kw, batch)
         op = self._last_level_op(new_args, new_kwargs)
+        if op is not self.nograd_op and self.derived_autograd:
+            _mark_unbatched(new_args, dims, values)
+            kw_dims = [d for _, d in kw.values()]
+            _mark_unbatched([new_kwargs[k] for k in kw], kw_dims, [v for v, _ in kw.values()])
         previous = self._enter(depth)
         try:
             out = call_one_level_down(op, new_args, new_kwargs)

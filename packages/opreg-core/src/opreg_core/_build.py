@@ -42,8 +42,10 @@ def define(spec: OpSpec, reg: Registrar) -> Overload:
     """The operator's definition, its fallback on each dispatch key, and its fake."""
     n = spec.num_returns
     main = reg.define(spec.opname, spec.signature.schema)
-    kernel = as_registered(spec.fn, spec.differentiable, spec.qualname, "the function", n)
     for key in spec.dispatch_keys:
+        kernel = as_registered(
+            spec.fn, spec.differentiable, spec.qualname, "the function", n, spec.signature.schema
+        )
         reg.impl(spec.opname, kernel, key, "fallback")
     reg.fake(spec.opname, checked_arity(spec.fake_fn, spec.qualname, "fake_fn", n), "fake")
     return main
@@ -66,9 +68,12 @@ def add_batching(
     assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
     name = opname + BATCHED_SUFFIX
     batched = reg.define(name, spec.signature.schema)
-    kernel = as_registered(spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n)
+    schema = spec.signature.schema
+    kernels = {}
     for key in spec.dispatch_keys:
+        kernel = as_registered(spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n, schema)
         reg.impl(name, kernel, key, "vmap_fn")
+        kernels[key] = kernel
     reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
     # One kernel for every device and no version counter to bump: the vmap rule may call it
     # without the dispatcher where nothing else needs it (the short path, see _batching).
@@ -82,25 +87,27 @@ def add_batching(
         spec.max_vmap_level,
         direct,
         level_keys=vmap_level_keys() if direct is not None else None,
-        nograd_op=add_nograd_twin(spec, reg, kernel),
+        nograd_op=add_nograd_twin(spec, reg, kernels),
+        derived_autograd=spec.differentiable,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
     return batched, rules
 
 
-def add_nograd_twin(spec: OpSpec, reg: Registrar, kernel: Any) -> Any:
+def add_nograd_twin(spec: OpSpec, reg: Registrar, kernels: dict[str, Any]) -> Any:
     """The batched op's twin without an autograd kernel (its ``Autograd`` key falls through):
     the last vmap level calls it where the batched op's autograd kernel would only redispatch,
     saving that Python crossing. None where it would save nothing (a non-differentiable op's
-    batched op has no autograd kernel) or needs more (a mutating op's version counters)."""
+    batched op has no autograd kernel) or needs more (a mutating op's version counters).
+    ``kernels``: the batched op's, per dispatch key (the twin shares them)."""
     if not spec.differentiable or spec.signature.mutated:
         return None
     assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
     name = spec.opname + NOGRAD_SUFFIX
     twin = reg.define(name, spec.signature.schema)
     for key in spec.dispatch_keys:
-        reg.impl(name, kernel, key, "vmap_fn")
+        reg.impl(name, kernels[key], key, "vmap_fn")
     fake = checked_arity(spec.fake_vmap_fn, spec.qualname, "fake_vmap_fn", spec.num_returns)
     reg.fake(name, fake, "fake_vmap_fn")
     reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "no autograd (nothing needs it)")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _registry
+from ._aliasing import first_call_checked
 from ._autograd import requires_grad
 from ._devices import device_type_name, dispatch_key_for
 from ._naming import BATCHED_SUFFIX
@@ -41,11 +42,19 @@ def checked_arity(
 
 
 def as_registered(
-    kernel: Callable[..., Any], differentiable: bool, qualname: str, label: str, num_returns: int
+    kernel: Callable[..., Any],
+    differentiable: bool,
+    qualname: str,
+    label: str,
+    num_returns: int,
+    schema: str,
 ) -> Callable[..., Any]:
-    """A kernel as registered: arity-checked, and run below autograd for a non-differentiable
-    op (whose ``Autograd`` key is a fallthrough)."""
+    """A kernel as registered: arity-checked, its first call checked for outputs that alias
+    inputs (``_aliasing``; ``schema``: the op's, without its name), and run below autograd for
+    a non-differentiable op (whose ``Autograd`` key is a fallthrough). Call it once per
+    dispatch key: each registration checks its own first call."""
     checked = checked_arity(kernel, qualname, label, num_returns)
+    checked = first_call_checked(checked, qualname, label, schema, num_returns)
     return checked if differentiable else below_autograd(checked, requires_grad)
 
 
@@ -93,7 +102,7 @@ def add_kernel(
         name = op.opname + (BATCHED_SUFFIX if batched else "")
         n = len(op.vmap_out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
-        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n)
+        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n, op.schema)
         lib.impl(name, wrapped, key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle

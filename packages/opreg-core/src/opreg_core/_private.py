@@ -31,6 +31,9 @@ import torch.autograd.forward_ad as _forward_ad
 # public below-autograd redispatch guards.
 from torch._functorch import autograd_function as _autograd_function
 
+# -- Forward-mode AD (see that section below): torch.func's jvp nesting count.
+from torch._functorch import eager_transforms as _eager_transforms
+
 # -- Operators -------------------------------------------------------------------------------
 # Why: an opreg op *is* an ``OpOverload`` (so opcheck, torch.compile and torch.export treat it as
 # the operator), whose ``__call__`` is the overload's C++ entry point ``_op`` (no Python frame
@@ -63,8 +66,8 @@ __all__ = [
     "add_batch_dim",
     "apply_function",
     "below_autograd",
-    "call_below_jvp_level",
     "call_below_vmap_levels",
+    "call_jvp_rule",
     "call_one_level_down",
     "clear_sharding_caches",
     "current_vmap_level",
@@ -87,8 +90,8 @@ __all__ = [
     "peek_interpreter_stack",
     "rebind_call",
     "redispatch_boxed",
+    "storage_id",
     "tangent_flags",
-    "tangents_of_outer_levels",
     "transform_grad_modes",
     "tree_leaves",
     "tree_map_only",
@@ -138,10 +141,12 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._functorch.RandomnessType",
     "torch._C._functorch.TransformType",
     "torch._functorch.autograd_function.enable_single_level_autograd_function",
+    "torch._functorch.eager_transforms.JVP_NESTING",
     "torch.autograd.function._SingleLevelFunction",
     "torch.autograd.forward_ad._current_level",
     "torch.autograd.forward_ad._set_fwd_grad_enabled",
     "torch.library.Library._destroy",
+    "torch.UntypedStorage._cdata",
     "torch.utils._pytree.tree_leaves",
     "torch.utils._pytree.tree_map_only",
     "torch.distributed.tensor.DTensor._op_dispatcher",
@@ -497,9 +502,12 @@ def below_autograd(
 # Why: a Function's ``jvp`` gets zeros for inputs without a tangent and runs with forward AD
 # off, which under ``torch.func`` also turns off every outer ``jvp``/``jacfwd`` level; opreg
 # reads the dual level and functorch's interpreter stack to pass None instead of made-up zeros
-# and to let outer levels differentiate the rule (``jacfwd(jacfwd(op))``).
+# and to let outer levels differentiate the rule (``jacfwd(jacfwd(op))``). The rule runs inside
+# the jvp level's dispatch, where functorch cannot start a transform: opreg runs it one level
+# down (popping the level, as functorch does); with dual tensors a ``torch.func.jvp`` in the
+# rule shares the open dual level through ``torch.func``'s own nesting count (``JVP_NESTING``).
 # Public replacement: a ``torch.autograd.Function`` jvp contract that composes with nested
-# ``torch.func`` forward-mode levels.
+# ``torch.func`` forward-mode levels (and with ``torch.func`` transforms inside the rule).
 
 _unpack_dual: Callable[[torch.Tensor], Any] = _forward_ad.unpack_dual
 
@@ -555,48 +563,76 @@ def _jvp_interpreter() -> Any:
     return top
 
 
+class _CtxBelowLevel:
+    """A jvp rule's view of autograd's ``ctx`` while the rule runs below its jvp level: the
+    tensors it reads from ``ctx`` (``saved_tensors``, attributes set by ``setup_context``) are
+    unwrapped from the level, as the tangents are; everything else passes through."""
+
+    __slots__ = ("_ctx", "_level")
+
+    def __init__(self, ctx: Any, level: int) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "_level", level)
+
+    def __getattr__(self, name: str) -> Any:
+        level = self._level
+        return tree_map_only(
+            torch.Tensor,
+            lambda t: _functorch._unwrap_for_grad(t, level),
+            getattr(self._ctx, name),
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._ctx, name, value)
+
+
 @contextlib.contextmanager
-def tangents_of_outer_levels() -> Iterator[None]:
-    """Run a jvp rule so that outer forward-mode levels differentiate it, not its own level.
+def _dual_level_shared() -> Iterator[None]:
+    """Let a ``torch.func.jvp`` started here use the dual level that is open, as a nested
+    ``torch.func.jvp`` does: it would otherwise open its own, which PyTorch refuses inside
+    another ("Nested forward mode AD is not supported"). Its functorch level keeps its
+    tangents apart from the open level's, and it runs below with forward AD as found (off,
+    in a jvp rule), so the open level's tangents do not enter the rule's computation."""
+    _eager_transforms.JVP_NESTING += 1
+    try:
+        yield
+    finally:
+        _eager_transforms.JVP_NESTING -= 1
 
-    Autograd calls a Function's ``jvp`` with forward AD switched off, which under
-    ``torch.func`` also switches off every outer ``jvp``/``jacfwd`` level: a second forward
-    derivative (``jacfwd(jacfwd(op))``) would silently lose the rule's contribution. Inside a
-    functorch jvp level this turns forward AD back on (as the level found it) and skips this
-    level's autograd kernels, so the rule's operations get tangents from outer levels only.
+
+def call_jvp_rule(rule: Callable[..., Any], ctx: Any, *tangents: Any) -> Any:
+    """``rule(ctx, *tangents)`` (a Function's jvp) where PyTorch lets it use ``torch.func``.
+
+    Autograd calls a Function's ``jvp`` with forward AD off, inside the dispatch of the
+    functorch jvp level being processed (``torch.func.jvp``/``jacfwd``): there functorch
+    cannot start a new transform (``torch.func.jvp``/``vjp``/``vmap`` in the rule trip an
+    internal assert), and the outer forward-mode levels must still differentiate the rule
+    (``jacfwd(jacfwd(op))`` would silently lose its term). So the rule runs one level down,
+    as functorch runs any operation it sends to the next level: the tensors of ``tangents``
+    and those the rule reads from ``ctx`` are unwrapped from the level, the level is popped
+    (with the fresh dispatch state functorch gives the next level, and forward AD as the
+    level found it, for outer levels), and the tensors the rule returns are wrapped back into
+    the level (as this level's tangents they carry no tangent of it). Outside such a level,
+    with dual tensors (``torch.autograd.forward_ad``), a ``torch.func.jvp`` in the rule
+    shares the open dual level (see :func:`_dual_level_shared`).
     """
     top = _jvp_interpreter()
     if top is None:
-        yield
-        return
-    enabled = _functorch.CJvpInterpreterPtr(top).prevFwdGradMode()
-    with _forward_ad._set_fwd_grad_enabled(enabled), torch._C._AutoDispatchBelowAutograd():
-        yield
-
-
-def call_below_jvp_level(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` one level below the functorch jvp level being processed, if any.
-
-    The Function's ``jvp`` runs inside that level's dispatch, where functorch cannot start a
-    new transform (a ``torch.vmap`` there trips an internal assert). The tensors of ``args``
-    are unwrapped from the level, the level is popped while ``fn`` runs (with the fresh
-    dispatch state functorch gives any operation sent to the next level, and forward AD as
-    the level found it, for outer levels), and the tensors ``fn`` returns are wrapped back
-    into the level (as tangents of this level they carry no tangent themselves).
-    """
-    top = _jvp_interpreter()
-    if top is None:
-        return fn(*args)
+        if _forward_ad._current_level < 0:
+            return rule(ctx, *tangents)
+        with _dual_level_shared():
+            return rule(ctx, *tangents)
     level = top.level()
     enabled = _functorch.CJvpInterpreterPtr(top).prevFwdGradMode()
-    args = tree_map_only(torch.Tensor, lambda t: _functorch._unwrap_for_grad(t, level), args)
+    args = tree_map_only(torch.Tensor, lambda t: _functorch._unwrap_for_grad(t, level), tangents)
+    view = _CtxBelowLevel(ctx, level)
     saved = _functorch.pop_dynamic_layer_stack()
     try:
         with (
             torch._C._ForceDispatchKeyGuard(*_dispatch_state_below()),
             _forward_ad._set_fwd_grad_enabled(enabled),
         ):
-            out = fn(*args)
+            out = rule(view, *args)
     finally:
         _functorch.push_dynamic_layer_stack(saved)
     return tree_map_only(torch.Tensor, lambda t: _functorch._wrap_for_grad(t, level), out)
@@ -625,6 +661,24 @@ def _dispatch_state_below() -> tuple[Any, Any]:
     else:
         include = include | _FRONT_BACK
     return include, torch._C._dispatch_tls_local_exclude_set() & _AUTOCAST_KEYS
+
+
+# -- Aliasing outputs ---------------------------------------------------------------------------
+# Why: an output that shares storage with an input (or another output) is caught at a kernel's
+# first call (``_aliasing``); storage identity is what ``torch.library.custom_op`` compares
+# (``torch._library.utils.check_aliasing_constraint``), the storage object's ``_cdata``: a new
+# Python storage object is made per ``untyped_storage()`` call, and ``data_ptr`` cannot tell
+# two empty storages apart.
+# Public replacement: a public storage identity (or ``torch.library``'s aliasing check).
+
+
+def storage_id(t: torch.Tensor) -> int | None:
+    """An id of the storage ``t`` views (the same for every view of it), or None for a tensor
+    without storage (a wrapper subclass)."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
 
 
 # -- DTensor sharding -----------------------------------------------------------------------------

@@ -54,6 +54,9 @@ def register_vmap_op(
     Args:
         fn: the pure-PyTorch implementation (the fallback, used on every device). Only ``fn``
             needs type annotations: the schema is built from them (or given as ``schema``).
+            Its outputs (and every kernel's) must be new tensors, not an input or a view of
+            one, unless the schema declares the alias: the first call of each kernel raises
+            otherwise, as ``torch.library.custom_op`` does.
 
     Keyword Args:
         fake_fn: required; computes output metadata (shapes, dtypes) for ``torch.compile``.
@@ -89,7 +92,8 @@ def register_vmap_op(
             output's shape (None for no tangent). Works under ``torch.func.jvp``/``jacfwd``/
             ``hessian``, dual tensors (``torch.autograd.forward_ad``) and their compositions
             with ``vmap``, ``grad`` and ``jacrev``; the batched op's jvp is derived from this
-            one. Without it forward mode through the op raises.
+            one. Without it forward mode through the op raises. ``backward`` and ``jvp`` may
+            use ``torch.func`` themselves (``torch.func.vjp``/``jvp`` of the function, vmap).
         differentiable: ``False`` declares the outputs non-differentiable by nature (random
             numbers, indices): no gradient flows, and calls take the cheapest dispatch path.
         sample_inputs: ``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks.

@@ -1,9 +1,11 @@
 """A backward or jvp that calls a Triton launcher directly: a clear error where it cannot work.
 
 A launcher reads its tensors' memory. Plain ``.backward()`` hands a ``backward`` plain
-tensors, so a backward that calls a launcher directly works there; ``torch.func`` transforms
-(``grad``, ``jacrev``, ``vmap`` of either, ``jvp`` for a jvp) hand it wrappers without
-storage, and ``torch.compile`` fake tensors, so the launch fails deep inside Triton
+tensors, so a backward that calls a launcher directly works there (as does a jvp under dual
+tensors or ``torch.func.jvp`` alone, which opreg-core runs below its level); ``torch.func``
+transforms (``grad``, ``jacrev``, ``vmap`` of either, any of them around a ``jvp``) hand it
+wrappers without storage (as tangents or saved tensors), and ``torch.compile`` fake tensors,
+so the launch fails deep inside Triton
 ("Cannot access storage of TensorWrapper"). Unwrapping them would give first derivatives but
 silently wrong higher ones, so :func:`guard_derivatives` refuses the form instead: when the
 backward (or jvp) of a ``register_triton_op`` op raises from inside Triton while such a tensor
@@ -42,13 +44,23 @@ def _wrapped(values: Iterable[Any]) -> bool:
     return any(type(t) is not torch.Tensor or functorch_wrapped(t) for t in _tensors(values))
 
 
+def _saved(ctx: Any) -> tuple[Any, ...]:
+    """The tensors ``ctx`` holds for the backward or jvp (none if it cannot give them)."""
+    try:
+        return tuple(ctx.saved_tensors)
+    except (AttributeError, RuntimeError):
+        return ()
+
+
 def _guard(qualname: str, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def guarded(ctx: Any, *values: Any) -> Any:
         try:
             return fn(ctx, *values)
         except Exception as exc:
-            if not raised_in_triton(exc.__traceback__) or not _wrapped(values):
+            if not raised_in_triton(exc.__traceback__) or not (
+                _wrapped(values) or _wrapped(_saved(ctx))
+            ):
                 raise
             raise DirectLaunchInDerivativeError(
                 f"opreg: {qualname}: the {label} failed inside Triton "

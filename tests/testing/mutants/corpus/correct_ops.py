@@ -633,3 +633,73 @@ CORRECT += [
         "a backward calling a Triton op registered without a backward (interpreter)",
     ),
 ]
+
+
+# -- rules built with torch.func (as authors write them for an op made of torch calls) ------------
+
+
+def _silu(x: Tensor) -> Tensor:
+    return x * torch.sigmoid(x)
+
+
+def _silu_func_rules(ns: OpNamespace) -> Any:
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (grad_x,) = torch.func.vjp(_silu, ctx.saved_tensors[0])[1](g)
+        return grad_x  # type: ignore[no-any-return]
+
+    def jvp(ctx: Any, x_t: Tensor) -> Tensor:
+        tangent: Tensor = torch.func.jvp(_silu, (ctx.saved_tensors[0],), (x_t,))[1]
+        return tangent
+
+    return unary(
+        ns,
+        "silu_func_rules",
+        _silu,
+        vmap_fn=_silu,
+        backward=backward,
+        setup_context=save_inputs,
+        jvp=jvp,
+    )
+
+
+def _x_sin_y(x: Tensor, y: Tensor) -> Tensor:
+    return x * torch.sin(y)
+
+
+def _pair_func_rules(ns: OpNamespace) -> Any:
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, y, _ = ctx.saved_tensors
+        grad_x, grad_y = torch.func.vjp(_x_sin_y, x, y)[1](g)
+        return grad_x, grad_y
+
+    def jvp(ctx: Any, x_t: Tensor | None, y_t: Tensor | None) -> Tensor:
+        x, y, _ = ctx.saved_tensors
+        x_t = torch.zeros_like(x) if x_t is None else x_t
+        y_t = torch.zeros_like(y) if y_t is None else y_t
+        tangent: Tensor = torch.func.jvp(_x_sin_y, (x, y), (x_t, y_t))[1]
+        return tangent
+
+    return register_vmap_op(
+        _x_sin_y,
+        name=ns.qualname("x_sin_y_func_rules"),
+        schema="(Tensor x, Tensor y) -> Tensor",
+        fake_fn=lambda x, y: torch.empty_like(x),
+        vmap_fn=_x_sin_y,
+        fake_vmap_fn=lambda x, y: torch.empty_like(x),
+        backward=backward,
+        setup_context=save_inputs,
+        jvp=jvp,
+        sample_inputs=pairs,
+    )
+
+
+CORRECT += [
+    CorrectOp(
+        "silu_func_rules", "silu, its backward and jvp from torch.func.vjp/jvp", _silu_func_rules
+    ),
+    CorrectOp(
+        "x_sin_y_func_rules",
+        "x * sin(y), its backward and jvp from torch.func.vjp/jvp of the function",
+        _pair_func_rules,
+    ),
+]
