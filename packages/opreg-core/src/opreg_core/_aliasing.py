@@ -1,7 +1,7 @@
 """Outputs that alias inputs, caught at the first eager call of each kernel.
 
-An op's outputs must be new tensors, unless its schema declares the alias (``Tensor(a)``): an
-output that is an input, a view of one, or a view of another output runs fine in eager but
+An op's outputs must be new tensors (a schema that declares an output alias is refused at
+registration, see ``_signature``): an output that is an input, a view of one, or a view of another output runs fine in eager but
 gives silently wrong results under ``torch.compile`` and functionalization, which assume it
 is not. ``torch.library.custom_op`` checks every call. opreg checks the first call of every
 kernel it registers (the fallback and ``vmap_fn`` on each dispatch key, each
@@ -22,13 +22,9 @@ import torch
 from ._private import parse_schema, storage_id
 
 
-def _schema_layout(qualname: str, schema: str) -> tuple[tuple[str, ...], frozenset[int]]:
-    """The argument names (as the dispatcher passes them positionally) and the outputs whose
-    alias the schema declares."""
-    parsed = parse_schema(f"{qualname}{schema}")
-    names = tuple(a.name for a in parsed.arguments)
-    declared = frozenset(i for i, r in enumerate(parsed.returns) if r.alias_info is not None)
-    return names, declared
+def _argument_names(qualname: str, schema: str) -> tuple[str, ...]:
+    """The argument names, in the order the dispatcher passes them positionally."""
+    return tuple(a.name for a in parse_schema(f"{qualname}{schema}").arguments)
 
 
 def _tensors(value: Any, label: str) -> Iterator[tuple[str, torch.Tensor]]:
@@ -45,14 +41,13 @@ def check_fresh_outputs(
     qualname: str,
     label: str,
     names: tuple[str, ...],
-    declared: frozenset[int],
     num_returns: int,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     out: Any,
 ) -> None:
     """Raise if an output of ``label`` (a kernel of the op) shares storage with an input or
-    with another output, unless the schema declares that output's alias (``declared``)."""
+    with another output."""
     inputs: dict[int, str] = {}
     for i, a in enumerate(args):
         for name, t in _tensors(a, names[i] if i < len(names) else f"argument {i}"):
@@ -67,8 +62,6 @@ def check_fresh_outputs(
     outs = (out,) if num_returns == 1 else tuple(out or ())
     seen: dict[int, str] = {}
     for i, o in enumerate(outs):
-        if i in declared:
-            continue
         for what, t in _tensors(o, f"output {i}"):
             key = storage_id(t)
             if key is None:
@@ -98,13 +91,11 @@ def first_call_checked(
     (:func:`check_fresh_outputs`), and every call after a passing one is the kernel's own."""
     if num_returns == 0:
         return kernel  # nothing returned, nothing to alias
-    names, declared = _schema_layout(qualname, schema)
-    if len(declared) == num_returns:
-        return kernel  # every output's alias is declared
+    names = _argument_names(qualname, schema)
 
     def first(*args: Any, **kwargs: Any) -> Any:
         out = kernel(*args, **kwargs)
-        check_fresh_outputs(qualname, label, names, declared, num_returns, args, kwargs, out)
+        check_fresh_outputs(qualname, label, names, num_returns, args, kwargs, out)
         cls.__call__ = staticmethod(kernel)  # type: ignore[method-assign]
         return out
 

@@ -159,7 +159,11 @@ def _mark_unbatched(
     for i, d in enumerate(dims):
         if isinstance(d, list):
             for j, e in enumerate(d):
-                if e is None and (sources is None or _is_marked(sources[i][j])):
+                if (
+                    e is None
+                    and isinstance(args[i][j], torch.Tensor)  # a None element stays None
+                    and (sources is None or _is_marked(sources[i][j]))
+                ):
                     setattr(args[i][j], UNBATCHED, True)
         elif (
             d is None
