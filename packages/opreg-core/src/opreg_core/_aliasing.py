@@ -1,15 +1,15 @@
 """Outputs that alias inputs, caught at the first eager call of each kernel.
 
 An op's outputs must be new tensors (a schema that declares an output alias is refused at
-registration, see ``_signature``): an output that is an input, a view of one, or a view of another output runs fine in eager but
-gives silently wrong results under ``torch.compile`` and functionalization, which assume it
-is not. ``torch.library.custom_op`` checks every call. opreg checks the first call of every
-kernel it registers (the fallback and ``vmap_fn`` on each dispatch key, each
-``register_kernel`` kernel, Triton launchers included) and then gets out of the way: the
-dispatcher calls an object whose class's ``__call__`` is the check, swapped for the kernel
-itself once a call passes, so later calls run no Python frame of opreg's. A kernel that
-aliases only for some inputs (``x.contiguous()``, ``x.to(dtype)``, ``x if n == 0 else ...``)
-is caught where its first call aliases.
+registration, see ``_signature``): an output that is an input, a view of one, or a view of
+another output runs fine in eager but gives silently wrong results under ``torch.compile``
+and functionalization, which assume it is not. ``torch.library.custom_op`` checks every
+call. opreg checks the first call of every kernel it registers (the fallback and ``vmap_fn``
+on each dispatch key, each ``register_kernel`` kernel, Triton launchers included) and then
+gets out of the way: the dispatcher calls an object whose class's ``__call__`` is the check,
+swapped for the kernel itself once a call passes, so later calls run no Python frame of
+opreg's. A kernel that aliases only for some inputs (``x.contiguous()``, ``x.to(dtype)``,
+``x if n == 0 else ...``) is caught where its first call aliases.
 """
 
 from __future__ import annotations
