@@ -302,7 +302,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_sep("=", f"opreg: Triton kernels not run ({verdict})")
         for message in messages:
             terminalreporter.write_line(message)
-    warning = _triton_warning()
+    warning = None if messages else _triton_warning()  # else the messages say it
     if warning is not None:
         terminalreporter.write_sep("=", "opreg: Triton")
         terminalreporter.write_line(f"Warning: {warning}")
