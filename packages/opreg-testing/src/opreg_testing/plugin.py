@@ -199,9 +199,9 @@ def _check_ini_keys(config: pytest.Config) -> None:
     for key in _ini_keys(config):
         if key.startswith("opreg") and key not in _INI_KEYS:
             close = difflib.get_close_matches(str(key), _INI_KEYS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise pytest.UsageError(
-                f"unknown opreg ini key {key!r}{hint} (keys: {', '.join(_INI_KEYS)})"
+                f"unknown opreg ini key {key!r}{hint}; the keys: {', '.join(_INI_KEYS)}"
             )
 
 
@@ -487,7 +487,7 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
         for key in kwargs:
             if key not in _CHECK_OP_KEYWORDS:
                 close = difflib.get_close_matches(key, _OPREG_CHECK_KEYWORDS, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise TypeError(
                     f"opreg_check() got an unexpected keyword argument {key!r}{hint}; "
                     f"it accepts: {', '.join(_OPREG_CHECK_KEYWORDS)}"
