@@ -131,13 +131,15 @@ def _env(project: Path, *, numpy: bool = True, **extra: str) -> dict[str, str]:
     return env
 
 
-def opreg_check(project: Path, *args: str, numpy: bool = True, **env: str) -> tuple[int, Any]:
+def opreg_check(
+    project: Path, *args: str, numpy: bool = True, env: dict[str, str] | None = None
+) -> tuple[int, Any]:
     """``opreg check tnr ... --json``: the exit status and the report."""
     command = [sys.executable, "-m", "opreg_testing.cli", "check", "tnr", "--json", "-q"]
     done = subprocess.run(
         [*command, "--checks", "fake,kernel", *args],
         cwd=project,
-        env=_env(project, numpy=numpy, **env),
+        env=_env(project, numpy=numpy, **(env or {})),
         capture_output=True,
         text=True,
         check=False,
@@ -261,7 +263,7 @@ def test_each_reason_is_named(
 
     if torch.cuda.is_available():
         pytest.skip("the reasons differ where CUDA runs the kernel")
-    code, data = opreg_check(project, "-k", "ok_kernel", *args, **env)
+    code, data = opreg_check(project, "-k", "ok_kernel", *args, env=env)
     assert code == 1
     assert [k["reason"] for k in data["kernels_not_run"]] == [reason]
 
