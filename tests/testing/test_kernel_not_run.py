@@ -23,7 +23,12 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.needs_triton
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.needs_triton,
+    # With CUDA the default devices are cpu and cuda (the kernels run on the GPU).
+    pytest.mark.skipif(torch.cuda.is_available(), reason="the default devices differ on CUDA"),
+]
 pytest.importorskip("opreg_kernels")
 
 OPS = """
@@ -259,10 +264,6 @@ def test_an_explicit_triton_cpu_that_cannot_run_is_a_usage_error(project: Path) 
 def test_each_reason_is_named(
     project: Path, args: tuple[str, ...], env: dict[str, str], reason: str
 ) -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("the reasons differ where CUDA runs the kernel")
     code, data = opreg_check(project, "-k", "ok_kernel", *args, env=env)
     assert code == 1
     assert [k["reason"] for k in data["kernels_not_run"]] == [reason]

@@ -465,8 +465,13 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
     message saying how to add ``sample_inputs`` (skips it with ``opreg_unchecked = skip``);
     a run whose checks all skipped (none of them applies, e.g. ``kernel`` on a device without
     a kernel) skips the test with the reasons: a skip, never a pass. The device defaults to
-    the test's ``opreg_device`` when it uses that fixture, else CPU; the compile check uses
-    ``--opreg-compile-backend`` unless ``options`` say otherwise.
+    the test's ``opreg_device`` when it uses that fixture (by its name: ``triton-cpu`` runs the
+    Triton kernels, and skip reasons say ``on triton-cpu``), else CPU; on ``triton-cpu`` an op
+    without a Triton kernel is skipped when ``cpu`` is checked too (checked there). The compile
+    check uses ``--opreg-compile-backend`` unless ``options`` say otherwise. Other keywords:
+    ``samples``, ``tolerance`` and ``progress`` of ``check_op``; another one is a
+    ``TypeError`` naming it. Each Triton op's run is noted: one whose Triton kernel no check
+    ran fails the session (see the module docstring).
     """
     from .devices import TRITON_CPU
     from .errors import NoSamplesError, OpCheckFailed, unchecked_message
