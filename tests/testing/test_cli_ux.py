@@ -218,3 +218,24 @@ def test_misspelled_keywords_and_ini_keys_are_named(pytester: pytest.Pytester) -
     result.stderr.fnmatch_lines(
         ["ERROR: unknown opreg ini key 'opreg_triton_interpet' (did you mean *"]
     )
+
+
+def test_a_keyword_of_needs_gpus_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nopreg_devices = cpu\n")
+    pytester.makepyfile(
+        test_gpus="""
+        import pytest
+
+        @pytest.mark.needs_gpus(count=2)
+        def test_two_gpus():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "*needs_gpus() got an unexpected keyword argument 'count'; it takes the count as "
+            "its one positional argument: needs_gpus(2)*"
+        ]
+    )
+    assert result.ret != 0

@@ -325,6 +325,12 @@ def triton_runnable() -> str | None:
 
 
 def _gpus_needed(marker: pytest.Mark) -> int:
+    if marker.kwargs:
+        unknown = next(iter(marker.kwargs))
+        raise pytest.UsageError(
+            f"needs_gpus() got an unexpected keyword argument {unknown!r}; "
+            "it takes the count as its one positional argument: needs_gpus(2)"
+        )
     args = marker.args or (2,)
     count = args[0]
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
