@@ -80,7 +80,7 @@ def test_table_progress_details_and_exit_status(
         "[SampleInput((torch.randn(3, device=device),))]" in out
     )
     assert "\n3 passed, 1 failed, 2 skipped (3 ops, 1 not checked) in " in out
-    assert err.splitlines()[0].startswith(f"[1/6] {ns}::good fake: pass ")
+    assert err.splitlines()[0].startswith(f"[1/6] {ns}::good fake (cpu): pass ")
     assert len(err.splitlines()) == 6
 
 
@@ -160,12 +160,28 @@ def test_usage_errors_exit_2_with_one_line(
     assert err.startswith("opreg check: error: ") and message in err
 
 
+@pytest.mark.needs_triton
 def test_shipped_kernels_main_job(capsys: pytest.CaptureFixture[str]) -> None:
+    """On cpu alone a Triton op runs its fallback: not green, naming op, kernel and fix."""
     pytest.importorskip("opreg_kernels")
-    assert main(["check", "opreg_kernels", "--checks", "fake,kernel", "--device", "cpu", "-q"]) == 0
+    names = ("opreg::fused_add", "opreg::philox_uniform", "opreg::philox_normal")
+    command = ["check", "opreg_kernels", "--checks", "fake,kernel", "-q"]
+    assert main([*command, "--device", "cpu"]) == 1
     out = capsys.readouterr().out
-    for name in ("opreg::fused_add", "opreg::philox_uniform", "opreg::philox_normal"):
+    assert (
+        "opreg::fused_add: its Triton kernel (opreg_kernels.ops.fused_add.triton_kernels:launch) "
+        "ran on no device in this run, so only its PyTorch fallback was checked: the devices of "
+        "this run (cpu) do not include triton-cpu, where it runs on CPU: add it "
+        "(--device triton-cpu, or --opreg-device=triton-cpu under pytest)" in out
+    )
+    assert "3 passed, 0 failed, 3 skipped (3 ops), 3 Triton kernel(s) not run in " in out
+    assert main([*command, "--device", "cpu", "--allow-unchecked"]) == 0
+    assert "Not checked (accepted by --allow-unchecked):" in capsys.readouterr().out
+    assert main([*command, "--device", "cpu,triton-cpu"]) == 0
+    out = capsys.readouterr().out
+    for name in names:
         assert f"\n{name} " in out
+    assert "not run" not in out and "Not checked" not in out
 
 
 @pytest.mark.needs_triton

@@ -120,6 +120,7 @@ for device in ("triton-cpu", "cpu"):  # triton-cpu first: the interpreter is on 
             "status": result["status"],
             "reason": result["reason"],
             "launches": sys.modules["tcpu_ops"].LAUNCHES[0] - before,
+            "kernels_not_run": [k["op"] for k in data["kernels_not_run"]],
         }
     code, data = check(device, "autograd", "grad_launches")
     result = data["reports"][0]["results"][0]
@@ -177,19 +178,23 @@ def test_every_check_runs_the_triton_kernel_on_triton_cpu(
 ) -> None:
     outcome = results[f"triton-cpu {check}"]
     assert outcome["exit"] == 0 and outcome["status"] == "passed", outcome
+    assert outcome["kernels_not_run"] == []
     assert outcome["launches"] > 0, f"the {check} check never launched the Triton kernel"
 
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_plain_cpu_runs_the_fallback(results: dict[str, Any], check: str) -> None:
+    """On cpu alone the checks run the fallback; the Triton kernel ran on no device, so the
+    run is not green (exit 1), whichever check passed."""
     outcome = results[f"cpu {check}"]
     assert outcome["launches"] == 0, outcome
-    if check == "kernel":  # skipped, saying how to run the kernel; nothing else ran: exit 1
-        assert outcome["status"] == "skipped" and outcome["exit"] == 1
+    assert outcome["exit"] == 1 and outcome["kernels_not_run"] == ["tcpu::counted"], outcome
+    if check == "kernel":  # skipped, saying how to run the kernel
+        assert outcome["status"] == "skipped"
         assert "its Triton kernel runs on CPU on the device triton-cpu" in outcome["reason"]
         assert "--device triton-cpu" in outcome["reason"]
     else:
-        assert outcome["status"] == "passed" and outcome["exit"] == 0, outcome
+        assert outcome["status"] == "passed", outcome
 
 
 def test_a_backward_that_launches_triton_is_caught_on_triton_cpu(

@@ -1,7 +1,11 @@
-"""Two example operators registered with opreg, each with its own sample inputs.
+"""Three example operators registered with opreg, each with its own sample inputs.
 
 Their names follow opreg's default rule (``<module>::<function>``), so they are
-``downstream_ops::pairwise_sqdist`` and ``downstream_ops::nearest_index``.
+``downstream_ops::pairwise_sqdist``, ``downstream_ops::nearest_index`` and
+``downstream_ops::soft_clamp``. ``soft_clamp`` has a Triton kernel
+(:mod:`downstream_ops.triton_kernels`, imported on its first launch) next to its PyTorch
+fallback: on CUDA it runs the kernel, on CPU the fallback; the checks run the kernel on CPU
+too, on the device ``triton-cpu`` (Triton's interpreter).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import torch
 from torch import Tensor
 
 from opreg_core import SampleInput, register_vmap_op
+from opreg_kernels import register_triton_op
 
-__all__ = ["nearest_index", "pairwise_sqdist"]
+__all__ = ["nearest_index", "pairwise_sqdist", "soft_clamp"]
 
 
 def _sqdist(x: Tensor, y: Tensor) -> Tensor:
@@ -88,3 +93,40 @@ def _nearest_fake_batched(x: Tensor, centers: Tensor) -> Tensor:
 def nearest_index(x: Tensor, centers: Tensor) -> Tensor:
     """For each row of ``x`` (n, d), the index of the nearest row of ``centers`` (k, d): (n,)."""
     return _sqdist(x, centers).argmin(-1)
+
+
+def _soft_clamp_math(x: Tensor, limit: float) -> Tensor:
+    """``x / (1 + |x| / limit)`` elementwise, contiguous (as the Triton launcher returns it)."""
+    return (x / (1 + x.abs() / limit)).contiguous()
+
+
+def _soft_clamp_samples(device: torch.device) -> Iterator[SampleInput]:
+    yield SampleInput((torch.randn(4, 70, device=device) * 3, 2.0), name="4x70, limit 2")
+    yield SampleInput(
+        (torch.randn(5, dtype=torch.float64, device=device), 0.5), name="float64, limit 0.5"
+    )
+
+
+def _soft_clamp_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    x, limit = inputs
+    ctx.save_for_backward(x)
+    ctx.limit = limit
+
+
+def _soft_clamp_backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+    (x,) = ctx.saved_tensors
+    return grad / (1 + x.abs() / ctx.limit).square(), None
+
+
+@register_triton_op(
+    fake_fn=lambda x, limit: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+    triton_fn="downstream_ops.triton_kernels:launch",
+    vmap_fn=_soft_clamp_math,  # elementwise: the same formula handles a batch dim
+    fake_vmap_fn=lambda x, limit: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+    backward=_soft_clamp_backward,
+    setup_context=_soft_clamp_setup,
+    sample_inputs=_soft_clamp_samples,
+)
+def soft_clamp(x: Tensor, limit: float) -> Tensor:
+    """``x / (1 + |x| / limit)``: close to ``x`` near 0, never beyond ``±limit``."""
+    return _soft_clamp_math(x, limit)

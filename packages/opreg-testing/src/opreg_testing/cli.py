@@ -1,7 +1,8 @@
 """The ``opreg`` command: ``opreg check MODULE`` runs the checks on every op a module registers.
 
-Exit status: 0 when every op was checked and no check failed; 1 when a check failed or an op
-was not checked at all; 2 for bad usage, reported in one line (see ``EXIT_STATUS``).
+Exit status: 0 when every op was checked and no check failed; 1 when a check failed, an op
+was not checked at all, or a Triton op's kernel ran on no device; 2 for bad usage, reported in
+one line (see ``EXIT_STATUS``). ``opreg --help`` imports no torch.
 """
 
 from __future__ import annotations
@@ -10,10 +11,19 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
+
+#: The checks' names in run order, for ``--help`` without importing torch; the same as
+#: ``opreg_testing.ALL_CHECKS`` (a test keeps them equal).
+CHECK_NAMES = ("fake", "vmap", "compile", "autograd", "kernel", "opcheck")
+
+#: A check running longer than this (seconds) gets a "running" line.
+SLOW_CHECK_S = 2.0
 
 _INTERPRET_HELP = (
     "set TRITON_INTERPRET=1 before the modules are imported, so that Triton kernels can run "
@@ -25,8 +35,9 @@ _DEVICE_HELP = (
     "cpu, cuda, cuda:N or triton-cpu (comma-separated or repeated). cpu runs each op as "
     "registered for the CPU (the PyTorch fallback of a Triton op); triton-cpu runs every "
     "check on the CPU with each Triton op's Triton kernel, through Triton's interpreter. "
-    "Default: cpu, cuda if present, and triton-cpu when the interpreter is on and an op "
-    "has a Triton kernel. A device that is not present is a usage error"
+    "Default (the pytest plugin's too): cpu, cuda if present, and triton-cpu when Triton "
+    "kernels can run on CPU here; an op without a Triton kernel is not run again on "
+    "triton-cpu when cpu is checked. A device that is not present is a usage error"
 )
 
 _MODULE_HELP = (
@@ -39,7 +50,9 @@ _MODULE_HELP = (
 EXIT_STATUS = """exit status:
   0  every op was checked and no check failed
   1  a check failed, or an op was not checked at all: it has no sample_inputs or every
-     check skipped (--allow-unchecked accepts that)
+     check skipped, or a Triton op's kernel ran on no device (only its fallback was
+     checked: Triton missing or failing to import, its interpreter off, no GPU);
+     --allow-unchecked accepts these
   2  usage error, one line on stderr: bad option, unknown check or device, a device that
      is not present, a module that cannot be imported or that registers no op"""
 
@@ -50,7 +63,6 @@ class UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .checks import ALL_CHECKS
 
     parser = argparse.ArgumentParser(
         prog="opreg",
@@ -75,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--checks",
-        default=",".join(ALL_CHECKS),
-        help=f"comma-separated checks to run (default: all: {','.join(ALL_CHECKS)})",
+        default=None,
+        help=f"comma-separated checks to run (default: all: {','.join(CHECK_NAMES)})",
     )
     check.add_argument(
         "-k", dest="keyword", metavar="TEXT", help="only ops whose name contains TEXT"
@@ -97,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-unchecked",
         action="store_true",
         help="do not fail for ops that nothing checked (no sample_inputs, or every check "
-        "skipped); they are still listed",
+        "skipped) or whose Triton kernel ran on no device; they are still listed",
     )
     check.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     return parser
@@ -172,28 +184,97 @@ def _import_ops(modules: Sequence[str], keyword: str | None) -> list[Any]:
 
 
 class Progress:
-    """``[ 3/18] opreg::fused_add cpu compile pass 0.81s`` lines on a stream."""
+    """Progress lines on a stream, one per check: ``[ 3/18] opreg::fused_add compile (cpu):
+    pass 0.81s``.
 
-    def __init__(self, total: int, stream: TextIO | None) -> None:
+    A check running longer than ``slow_after`` seconds shows that it runs: on a terminal a
+    live line (``running 5s``, redrawn until the result replaces it), otherwise a plain line
+    then and every ``repeat_after`` seconds. Call :meth:`start` before each op's checks (it
+    says which checks come), the instance with each result, and :meth:`close` at the end.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None,
+        *,
+        slow_after: float = SLOW_CHECK_S,
+        repeat_after: float = 30.0,
+    ) -> None:
         self.total = total
         self.done = 0
         self.stream = stream
+        self.slow_after = slow_after
+        self.repeat_after = repeat_after
+        self.live = stream is not None and stream.isatty()
+        self._coming: list[str] = []
+        self._op = self._device = ""
+        self._started = 0.0
+        self._shown = 0.0  # when the last "running" note was shown (0: none for this check)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
-    def __call__(self, result: Any) -> None:
+    def _prefix(self, number: int, op: str, check: str, device: str) -> str:
+        width = len(str(self.total))
+        return f"[{number:>{width}}/{self.total}] {op} {check} ({device}): "
+
+    def start(self, op: str, device: str, checks: Sequence[str]) -> None:
+        """The checks of ``op`` on ``device`` begin, in the order of ``checks``."""
+        with self._lock:
+            self._op, self._device, self._coming = op, device, list(checks)
+            self._started, self._shown = time.perf_counter(), 0.0
+        if self.stream is not None and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="opreg-progress", daemon=True)
+            self._ticker.start()
+
+    def __call__(self, result: Any, device: str) -> None:
         from .table import cell
 
-        self.done += 1
-        if self.stream is not None:
-            width = len(str(self.total))
-            print(
-                f"[{self.done:>{width}}/{self.total}] {result.op} {result.check}: {cell(result)}",
-                file=self.stream,
-                flush=True,
-            )
+        with self._lock:
+            self.done += 1
+            if result.check in self._coming:
+                self._coming.remove(result.check)
+            self._started, self._shown = time.perf_counter(), 0.0
+            if self.stream is not None:
+                erase = "\r\x1b[K" if self.live else ""
+                prefix = self._prefix(self.done, result.op, result.check, device)
+                print(f"{erase}{prefix}{cell(result)}", file=self.stream, flush=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.25):
+            with self._lock:
+                self._note_running()
+
+    def _note_running(self) -> None:
+        """Show the running check if it has run long enough (called with the lock held)."""
+        if self.stream is None or not self._coming:
+            return
+        now = time.perf_counter()
+        running = now - self._started
+        if running < self.slow_after:
+            return
+        if not self.live and self._shown and now - self._shown < self.repeat_after:
+            return
+        self._shown = now
+        prefix = self._prefix(self.done + 1, self._op, self._coming[0], self._device)
+        if self.live:
+            print(f"\r\x1b[K{prefix}running {running:.0f}s", end="", file=self.stream, flush=True)
+        else:
+            print(f"{prefix}running ({running:.0f}s so far)", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the live line (the run is over)."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
 
 
-def _without_samples(op: str, device: str, checks: Sequence[str], error: Exception) -> Any:
-    """The report of an op whose samples could not be had: skipped (none) or failed (error)."""
+def _without_samples(
+    op: str, device: str, checks: Sequence[str], error: Exception, elapsed: float
+) -> Any:
+    """The report of an op whose samples could not be had: skipped (none) or failed (error:
+    each check failed with it, after ``elapsed`` seconds spent calling ``sample_inputs``)."""
     from .errors import CheckFailure, NoSamplesError
     from .report import CheckResult, OpReport
 
@@ -205,25 +286,14 @@ def _without_samples(op: str, device: str, checks: Sequence[str], error: Excepti
         else:
             failure = CheckFailure(op, check, str(error))
             report.results.append(
-                CheckResult(check, op, "failed", reason=str(error), failure=failure)
+                CheckResult(check, op, "failed", elapsed, reason=str(error), failure=failure)
             )
     return report
 
 
-def _default_devices(ops: Sequence[Any]) -> tuple[str, ...]:
-    """cpu, cuda if present, triton-cpu if the interpreter is on and an op has a Triton kernel."""
-    from .devices import TRITON_CPU, available_devices
-    from .interpreter import interpreter_enabled, triton_info
-
-    devices = available_devices()
-    if interpreter_enabled() and any(triton_info(op) is not None for op in ops):
-        devices = (*devices, TRITON_CPU)
-    return devices
-
-
 def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], list[Any]]:
     """Validate the options, set up Triton's interpreter, import the ops: checks, devices, ops."""
-    from .devices import device_problem, parse_devices
+    from .devices import default_devices, device_problem, parse_devices
 
     try:
         devices = parse_devices(args.devices) if args.devices else None
@@ -243,7 +313,21 @@ def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], l
         if problem is not None:
             raise UsageError(problem)
     ops = _import_ops(args.modules, args.keyword)
-    return checks, devices or _default_devices(ops), ops
+    return checks, devices or default_devices(), ops
+
+
+def _plan_runs(ops: Sequence[Any], devices: Sequence[str]) -> list[tuple[str, Any]]:
+    """(device, op) pairs to check: an op without a Triton kernel runs on triton-cpu what it
+    runs on cpu, so it is checked there only when cpu is not among the devices."""
+    from .devices import TRITON_CPU
+    from .interpreter import triton_info
+
+    return [
+        (device, op)
+        for device in devices
+        for op in ops
+        if not (device == TRITON_CPU and "cpu" in devices and triton_info(op) is None)
+    ]
 
 
 def _check_all(
@@ -254,20 +338,52 @@ def _check_all(
     from .runner import check_op
 
     options = {"compile": {"backend": args.compile_backend}} if "compile" in checks else {}
-    progress = Progress(len(ops) * len(devices) * len(checks), None if args.quiet else sys.stderr)
+    runs = _plan_runs(ops, devices)
+    progress = Progress(len(runs) * len(checks), None if args.quiet else sys.stderr)
     reports = []
-    for device in devices:
-        for op in ops:
+    try:
+        for device, op in runs:
+            progress.start(op.qualname, device, checks)
+            report_progress = partial(progress, device=device)
+            began = time.perf_counter()
             try:
                 report = check_op(
-                    op, checks=checks, device=device, options=options, progress=progress
+                    op, checks=checks, device=device, options=options, progress=report_progress
                 )
             except (NoSamplesError, SampleInputsError) as exc:
-                report = _without_samples(op.qualname, device, checks, exc)
+                elapsed = time.perf_counter() - began
+                report = _without_samples(op.qualname, device, checks, exc, elapsed)
                 for result in report.results:
-                    progress(result)
+                    report_progress(result)
             reports.append(report)
+    finally:
+        progress.close()
     return reports
+
+
+def _kernels_not_run(
+    reports: Sequence[Any], ops: Sequence[Any], devices: Sequence[str]
+) -> list[dict[str, str]]:
+    """The Triton ops whose Triton kernel no check ran, on any device: op, kernel, reason."""
+    from .errors import kernel_not_run_message
+    from .interpreter import kernel_name, kernel_not_run_reason, triton_info, triton_ran
+
+    found = []
+    for op in ops:
+        if triton_info(op) is None:
+            continue
+        if any(r.op == op.qualname and triton_ran(r) for r in reports):
+            continue
+        kernel, reason = kernel_name(op), kernel_not_run_reason(devices)
+        found.append(
+            {
+                "op": op.qualname,
+                "kernel": kernel,
+                "reason": reason,
+                "message": kernel_not_run_message(op.qualname, kernel, reason),
+            }
+        )
+    return found
 
 
 def _not_checked(reports: Sequence[Any], ops: Sequence[Any]) -> list[dict[str, str]]:
@@ -288,6 +404,18 @@ def _not_checked(reports: Sequence[Any], ops: Sequence[Any]) -> list[dict[str, s
     ]
 
 
+def _triton_warning() -> str | None:
+    """A line for the summary when Triton is installed but cannot run (fails to import)."""
+    from .interpreter import triton_installed, triton_problem
+
+    if not triton_installed():
+        return None
+    problem = triton_problem()
+    if problem is None:
+        return None
+    return f"Warning: {problem}; every Triton op runs its PyTorch fallback"
+
+
 def _run(args: argparse.Namespace) -> int:
     from .table import counts, render_details, render_table, summary_line
 
@@ -296,20 +424,26 @@ def _run(args: argparse.Namespace) -> int:
     reports = _check_all(args, checks, devices, ops)
     elapsed = time.perf_counter() - start
     unchecked = _not_checked(reports, ops)
-    failed = any(not r.ok for r in reports) or (unchecked and not args.allow_unchecked)
+    kernels = _kernels_not_run(reports, ops, devices)
+    not_green = bool(unchecked or kernels) and not args.allow_unchecked
+    failed = any(not r.ok for r in reports) or not_green
+    warning = None if kernels else _triton_warning()  # else the kernels' reason says it
     if args.json:
         totals = counts(reports)
-        _print_json(args, checks, devices, reports, totals, unchecked, not failed, elapsed)
+        _print_json(args, checks, devices, reports, totals, unchecked, kernels, not failed, elapsed)
     else:
         print(render_table(reports, checks))
         details = render_details(reports)
         if details:
             print("\n" + details)
-        if unchecked:
+        if unchecked or kernels:
             verdict = "accepted by --allow-unchecked" if args.allow_unchecked else "a failure"
-            lines = "\n".join(f"  {u['message']}" for u in unchecked)
-            print(f"\nNot checked ({verdict}):\n{lines}")
-        print(f"\n{summary_line(reports)} in {elapsed:.1f}s")
+            lines = [u["message"] for u in unchecked] + [k["message"] for k in kernels]
+            print(f"\nNot checked ({verdict}):\n" + "\n".join(f"  {line}" for line in lines))
+        if warning is not None:
+            print(f"\n{warning}")
+        note = f", {len(kernels)} Triton kernel(s) not run" if kernels else ""
+        print(f"\n{summary_line(reports)}{note} in {elapsed:.1f}s")
     return 1 if failed else 0
 
 
@@ -320,6 +454,7 @@ def _print_json(
     reports: Sequence[Any],
     totals: dict[str, int],
     unchecked: list[dict[str, str]],
+    kernels: list[dict[str, str]],
     ok: bool,
     elapsed: float,
 ) -> None:
@@ -339,6 +474,8 @@ def _print_json(
         "ok": ok,
         "counts": totals,
         "unchecked": unchecked,
+        "kernels_not_run": kernels,
+        "triton_warning": _triton_warning(),
         "duration_s": round(elapsed, 3),
         "reports": [r.to_dict() for r in reports],
     }

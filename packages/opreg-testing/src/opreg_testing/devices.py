@@ -23,6 +23,24 @@ def available_devices() -> tuple[str, ...]:
     return tuple(found)
 
 
+def default_devices() -> tuple[str, ...]:
+    """The devices checked when none are chosen, by ``opreg check`` and the pytest plugin alike:
+    ``"cpu"``, ``"cuda"`` when present, and ``"triton-cpu"`` when Triton kernels can run on
+    CPU here (Triton and opreg-kernels import, Triton's interpreter is on).
+
+    Call it after the decision about Triton's interpreter (it imports Triton when installed).
+    An op without a Triton kernel is not run again on ``triton-cpu`` when ``cpu`` is checked
+    too; a Triton op whose kernel runs on none of these devices is not green (see
+    :func:`opreg_testing.interpreter.kernel_not_run_reason`).
+    """
+    from .interpreter import triton_cpu_problem
+
+    devices = available_devices()
+    if triton_cpu_problem() is None:
+        devices = (*devices, TRITON_CPU)
+    return devices
+
+
 def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
@@ -55,20 +73,15 @@ def parse_devices(values: Iterable[str]) -> tuple[str, ...]:
 def device_problem(name: str) -> str | None:
     """Why the device ``name`` (a :func:`parse_devices` name) cannot be used here, or None.
 
-    A CUDA device must be present; ``triton-cpu`` needs Triton and opreg-kernels; another
+    A CUDA device must be present; ``triton-cpu`` needs Triton, opreg-kernels and Triton's
+    interpreter, importable and on (:func:`~opreg_testing.interpreter.triton_cpu_problem`); another
     device type is asked ``torch.<type>.is_available()`` where torch has that.
     """
     if name == TRITON_CPU:
-        from .interpreter import kernels_installed, triton_installed
+        from .interpreter import triton_cpu_problem
 
-        if not triton_installed():
-            return f"device {TRITON_CPU!r} needs Triton, which is not installed"
-        if not kernels_installed():
-            return (
-                f"device {TRITON_CPU!r} needs opreg-kernels, which is not installed "
-                "(pip install 'opreg-testing[kernels]')"
-            )
-        return None
+        problem = triton_cpu_problem()
+        return None if problem is None else f"device {TRITON_CPU!r} cannot run here: {problem}"
     device = torch.device(name)
     if device.type == "cuda":
         count = cuda_device_count()

@@ -84,3 +84,11 @@ class NoSamplesError(ValueError):
 
 class SampleInputsError(RuntimeError):
     """An op's ``sample_inputs`` hook raised; the original error is the ``__cause__``."""
+
+
+def kernel_not_run_message(op: str, kernel: str, reason: str) -> str:
+    """Why a Triton op is not green: its Triton kernel ran on no device, only its fallback."""
+    return (
+        f"{op}: its Triton kernel ({kernel}) ran on no device in this run, so only its PyTorch "
+        f"fallback was checked: {reason}"
+    )

@@ -14,23 +14,26 @@ only through its typed public functions.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opreg_core import VmapOp, device_type_name, registered_ops
 
-from .devices import is_triton_cpu
+from .devices import TRITON_CPU, is_triton_cpu
 
 if TYPE_CHECKING:
     import torch
 
     from opreg_kernels import TritonKernelInfo
+
+    from .report import OpReport
 
 #: The environment variable that makes ``@triton.jit`` kernels run in Triton's interpreter.
 INTERPRET_ENV = "TRITON_INTERPRET"
@@ -144,6 +147,124 @@ def kernels_without_triton() -> bool:
     return not has_triton()
 
 
+def _import_failure(what: str, exc: BaseException) -> str:
+    """``what`` fails to import (the error's first line), and how to fix it."""
+    lines = str(exc).strip().splitlines()
+    error = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and missing.partition(".")[0] != "triton":
+        fix = (
+            f"install {missing.partition('.')[0]} (pip install 'opreg-kernels[triton]' "
+            "brings what Triton's interpreter needs)"
+        )
+    else:
+        fix = "reinstall Triton (pip install --force-reinstall 'opreg-kernels[triton]')"
+    return f"{what} fails to import ({error}); {fix}"
+
+
+def triton_problem() -> str | None:
+    """Why opreg-kernels' Triton kernels cannot run in this process at all, or None.
+
+    Triton or opreg-kernels absent, Triton disabled by ``OPREG_DISABLE_TRITON``, or Triton
+    failing to import (with the import error). Imports opreg-kernels and Triton: call it after
+    the decision about Triton's interpreter (:func:`start_interpreter`).
+    """
+    if not triton_installed():
+        return "Triton is not installed (pip install 'opreg-kernels[triton]')"
+    if not import_kernels():
+        return "opreg-kernels is not installed (pip install 'opreg-testing[kernels]')"
+    from opreg_kernels import DISABLE_ENV_VAR, has_triton
+
+    with warnings.catch_warnings():  # its warning about a broken Triton: the caller says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        available = has_triton()
+    if available:
+        return None
+    if os.environ.get(DISABLE_ENV_VAR, "").strip():
+        return f"Triton is disabled by {DISABLE_ENV_VAR}={os.environ[DISABLE_ENV_VAR]}"
+    try:
+        importlib.import_module("triton")
+    except Exception as exc:  # a broken install can raise anything while importing
+        return _import_failure("Triton is installed but", exc)
+    return "Triton is unavailable (opreg_kernels.has_triton() is False)"
+
+
+def triton_cpu_problem() -> str | None:
+    """Why Triton kernels cannot run on CPU here (the device ``triton-cpu``), or None.
+
+    :func:`triton_problem`, Triton's interpreter off (``TRITON_INTERPRET`` not set at
+    start-up), or the interpreter failing to import (it needs numpy, which Triton does not
+    require). Imports Triton, like :func:`triton_problem`.
+    """
+    problem = triton_problem()
+    if problem is not None:
+        return problem
+    if not interpreter_enabled():
+        return (
+            f"Triton's interpreter is off ({INTERPRET_ENV}=1 was not set at start-up): "
+            "opreg check --triton-interpret on, or --opreg-triton-interpret=on under pytest"
+        )
+    try:
+        importlib.import_module("triton.runtime.interpreter")
+    except Exception as exc:
+        return _import_failure("Triton's interpreter", exc)
+    return None
+
+
+def triton_served(op: VmapOp[Any, Any] | str, device: str) -> bool:
+    """Whether the checks of ``op`` on ``device`` (a device name of the checks, e.g.
+    ``"cpu"``, ``"cuda:1"``, ``"triton-cpu"``) run its Triton kernel, not its fallback."""
+    info = triton_info(op)
+    if info is None:
+        return False
+    if is_triton_cpu(device):
+        return triton_cpu_problem() is None
+    if device_type_name(device) not in info.device_types:
+        return False
+    return (triton_cpu_problem() if device_type_name(device) == "cpu" else triton_problem()) is None
+
+
+def triton_ran(report: OpReport) -> bool:
+    """Whether a check of ``report`` (one op on one device) ran (passed or failed) with the
+    op's Triton kernel serving the device."""
+    ran = any(not result.skipped for result in report.results)
+    return ran and triton_served(report.op, report.device)
+
+
+def kernel_name(op: VmapOp[Any, Any] | str) -> str:
+    """The name of a Triton op's launcher (``triton_fn``: a function or its import string)."""
+    info = triton_info(op)
+    launcher: Any = None if info is None else info.launcher
+    if isinstance(launcher, str):
+        return launcher
+    name = getattr(launcher, "__qualname__", None) or getattr(launcher, "__name__", None)
+    return str(name) if name else repr(launcher)
+
+
+def kernel_not_run_reason(devices: Sequence[str]) -> str:
+    """Why no check of a Triton op ran its Triton kernel on any of ``devices``, and the fix."""
+    problem = triton_problem()
+    if problem is not None:
+        return problem
+    on_cuda = [d for d in devices if device_type_name(d) == "cuda"]
+    if on_cuda:
+        return f"every check of it skipped on {', '.join(on_cuda)}"
+    cpu_problem = triton_cpu_problem()
+    if cpu_problem is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{cpu_problem}; or check it on CUDA (--device cuda)"
+        return f"no CUDA device is present, and {cpu_problem}"
+    if TRITON_CPU not in devices:
+        return (
+            f"the devices of this run ({', '.join(devices)}) do not include {TRITON_CPU}, "
+            f"where it runs on CPU: add it (--device {TRITON_CPU}, or "
+            f"--opreg-device={TRITON_CPU} under pytest)"
+        )
+    return f"every check of it skipped on {TRITON_CPU}"
+
+
 @dataclass
 class TritonDeviceChanges:
     """What :func:`triton_device` changed, so that it can undo exactly that (it yields this).
@@ -191,7 +312,8 @@ def triton_device(
     in ``ops`` (default: every live Triton op) gets a kernel for the device type, which also
     becomes a default Triton device type, so that Triton ops registered inside the block get
     it too. On exit exactly these changes are undone and the environment restored. Raises
-    :class:`TritonUnavailable` without Triton or opreg-kernels.
+    :class:`TritonUnavailable` without Triton or opreg-kernels, and when Triton (or its
+    interpreter) fails to import or is disabled: the message says why.
     """
     if not triton_installed():
         raise TritonUnavailable("Triton is not installed")
@@ -208,9 +330,12 @@ def triton_device(
     changes = TritonDeviceChanges(
         device_type_name(device_type), previous_env=os.environ.get(INTERPRET_ENV)
     )
-    if interpret:
-        enable_interpreter()  # warns if too late
     try:
+        if interpret:
+            enable_interpreter()  # warns if too late
+        problem = triton_cpu_problem() if interpret else triton_problem()
+        if problem is not None:
+            raise TritonUnavailable(problem)
         if changes.device_type not in triton_device_types():
             register_triton_device_type(changes.device_type)
             changes.registered_type = True

@@ -18,10 +18,18 @@ are imported (``TRITON_INTERPRET=1`` must be set before Triton is imported): ``o
 it, ``off`` leaves the environment alone, ``auto`` (default) sets it when Triton is
 installed and no CUDA device is present. Fixtures and markers work either way; they import
 torch when a test uses them.
+
+The devices default to those of ``opreg check`` (:func:`opreg_testing.devices.default_devices`:
+cpu, cuda when present, triton-cpu when Triton kernels can run on CPU); ``opreg_check`` skips an
+op without a Triton kernel on triton-cpu when cpu is checked too (it would run the same code
+twice). As in ``opreg check``, a Triton op whose Triton kernel no ``opreg_check`` ran, on any
+device, is not green: the run exits 1 with a section naming the op, the kernel and why it
+could not run (``opreg_unchecked = skip`` accepts it, still listed).
 """
 
 from __future__ import annotations
 
+import difflib
 import random
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -40,6 +48,8 @@ _USED = pytest.StashKey[bool]()
 _DEVICES = pytest.StashKey[tuple[str, ...]]()
 _BACKEND = pytest.StashKey[str]()
 _INTERPRETER_AT_START = pytest.StashKey[bool]()
+#: Triton ops seen by opreg_check: qualname -> whether a check ran its Triton kernel.
+_TRITON_OPS = pytest.StashKey[dict[str, bool]]()
 _MARKERS = (
     "needs_cuda: skip the test unless a CUDA device is present",
     "needs_triton: skip the test unless Triton can run kernels here (CUDA, or CPU through "
@@ -63,9 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="opreg_devices",
         metavar="DEVICES",
         help="devices for tests using the opreg_device fixture: cpu, cuda, cuda:N, triton-cpu "
-        "(comma-separated or repeated). Default: cpu, and cuda if present. cpu runs each op "
-        "as registered for the CPU (the PyTorch fallback of a Triton op); triton-cpu is the "
-        "CPU with every Triton op's Triton kernel run by Triton's interpreter, in every check.",
+        "(comma-separated or repeated). Default, as for opreg check: cpu, cuda if present, and "
+        "triton-cpu when Triton kernels can run on CPU here. cpu runs each op as registered "
+        "for the CPU (the PyTorch fallback of a Triton op); triton-cpu is the CPU with every "
+        "Triton op's Triton kernel run by Triton's interpreter, in every check.",
     )
     group.addoption(
         "--opreg-triton-interpret",
@@ -160,9 +171,44 @@ def _cuda_present() -> bool:
     return torch.cuda.is_available()
 
 
+def _ini_keys(config: pytest.Config) -> list[str]:
+    """The keys of the project's pytest configuration (``config.inipath``), read from the file
+    (pytest's own list of them is private): ``[tool.pytest.ini_options]`` or ``[tool.pytest]``
+    of a pyproject.toml, ``[pytest]`` or ``[tool:pytest]`` of an ini-style file."""
+    import configparser
+    import tomllib
+
+    path = config.inipath
+    if path is None or not path.is_file():
+        return []
+    try:
+        if path.suffix == ".toml":
+            tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
+            table = tool.get("pytest", {})
+            return [*table.get("ini_options", {}), *table]
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(path, encoding="utf-8")
+        sections = [name for name in ("pytest", "tool:pytest") if parser.has_section(name)]
+        return [key for name in sections for key in parser.options(name)]
+    except (OSError, ValueError, configparser.Error):  # pytest reports a broken file itself
+        return []
+
+
+def _check_ini_keys(config: pytest.Config) -> None:
+    """A misspelled ``opreg_*`` ini key is a usage error naming it (pytest only warns)."""
+    for key in _ini_keys(config):
+        if key.startswith("opreg") and key not in _INI_KEYS:
+            close = difflib.get_close_matches(str(key), _INI_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise pytest.UsageError(
+                f"unknown opreg ini key {key!r}{hint}; the keys: {', '.join(_INI_KEYS)}"
+            )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
+    _check_ini_keys(config)
     if _used(config):  # validate now: a bad value is a usage error before collection
         _start_interpreter(config)  # in case the early hook did not run (plugin given with -p)
         _unchecked_mode(config)
@@ -171,15 +217,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _devices(config: pytest.Config) -> tuple[str, ...]:
-    """The devices of ``--opreg-device`` / ``opreg_devices`` (default: cpu, cuda if present)."""
+    """The devices of ``--opreg-device`` / ``opreg_devices`` (default: ``default_devices()``,
+    the same as ``opreg check``'s)."""
     if _DEVICES not in config.stash:
-        from .devices import available_devices, parse_devices
+        from .devices import default_devices, parse_devices
 
         chosen: list[str] = config.getoption("opreg_devices") or list(
             config.getini("opreg_devices") or ()
         )
         try:
-            config.stash[_DEVICES] = parse_devices(chosen) if chosen else available_devices()
+            config.stash[_DEVICES] = parse_devices(chosen) if chosen else default_devices()
         except ValueError as exc:
             raise pytest.UsageError(f"--opreg-device: {exc}") from None
     return config.stash[_DEVICES]
@@ -205,7 +252,60 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
     devices = ", ".join(_devices(config))
     interpreter = "on" if interpreter_enabled() else "off"
-    return f"opreg: devices {devices}; Triton interpreter {interpreter}"
+    warning = _triton_warning()
+    note = "" if warning is None else f"\nopreg: {warning}"
+    return f"opreg: devices {devices}; Triton interpreter {interpreter}{note}"
+
+
+def _triton_warning() -> str | None:
+    """A line when Triton is installed but cannot run (fails to import, or is disabled)."""
+    from .interpreter import triton_installed, triton_problem
+
+    if not triton_installed():
+        return None
+    problem = triton_problem()
+    return None if problem is None else f"{problem}; every Triton op runs its PyTorch fallback"
+
+
+def _kernels_not_run(config: pytest.Config) -> list[str]:
+    """Messages for the Triton ops seen by opreg_check whose Triton kernel never ran."""
+    from .errors import kernel_not_run_message
+    from .interpreter import kernel_name, kernel_not_run_reason
+
+    seen = config.stash.get(_TRITON_OPS, {})
+    missing = [op for op, ran in seen.items() if not ran]
+    if not missing:
+        return []
+    reason = kernel_not_run_reason(_devices(config))
+    return [kernel_not_run_message(op, kernel_name(op), reason) for op in missing]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A Triton op whose kernel no check ran is not green (as in ``opreg check``)."""
+    config = session.config
+    if not _used(config) or not _kernels_not_run(config):
+        return
+    if _unchecked_mode(config) == "fail" and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not _used(config):
+        return
+    messages = _kernels_not_run(config)
+    if messages:
+        verdict = (
+            "accepted by opreg_unchecked = skip"
+            if _unchecked_mode(config) == "skip"
+            else ("a failure: the run exits 1; opreg_unchecked = skip accepts it")
+        )
+        terminalreporter.write_sep("=", f"opreg: Triton kernels not run ({verdict})")
+        for message in messages:
+            terminalreporter.write_line(message)
+    warning = None if messages else _triton_warning()  # else the messages say it
+    if warning is not None:
+        terminalreporter.write_sep("=", "opreg: Triton")
+        terminalreporter.write_line(f"Warning: {warning}")
 
 
 # -- markers -------------------------------------------------------------------------------
@@ -225,6 +325,12 @@ def triton_runnable() -> str | None:
 
 
 def _gpus_needed(marker: pytest.Mark) -> int:
+    if marker.kwargs:
+        unknown = next(iter(marker.kwargs))
+        raise pytest.UsageError(
+            f"needs_gpus() got an unexpected keyword argument {unknown!r}; "
+            "it takes the count as its one positional argument: needs_gpus(2)"
+        )
     args = marker.args or (2,)
     count = args[0]
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -365,14 +471,21 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
     message saying how to add ``sample_inputs`` (skips it with ``opreg_unchecked = skip``);
     a run whose checks all skipped (none of them applies, e.g. ``kernel`` on a device without
     a kernel) skips the test with the reasons: a skip, never a pass. The device defaults to
-    the test's ``opreg_device`` when it uses that fixture, else CPU; the compile check uses
-    ``--opreg-compile-backend`` unless ``options`` say otherwise.
+    the test's ``opreg_device`` when it uses that fixture (by its name: ``triton-cpu`` runs the
+    Triton kernels, and skip reasons say ``on triton-cpu``), else CPU; on ``triton-cpu`` an op
+    without a Triton kernel is skipped when ``cpu`` is checked too (checked there). The compile
+    check uses ``--opreg-compile-backend`` unless ``options`` say otherwise. Other keywords:
+    ``samples``, ``tolerance`` and ``progress`` of ``check_op``; another one is a
+    ``TypeError`` naming it. Each Triton op's run is noted: one whose Triton kernel no check
+    ran fails the session (see the module docstring).
     """
+    from .devices import TRITON_CPU
     from .errors import NoSamplesError, OpCheckFailed, unchecked_message
     from .runner import check_op
     from .target import resolve
 
     backend = _backend(request.config)
+    config = request.config
 
     def run(
         op: OpLike,
@@ -382,8 +495,24 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
         options: Mapping[str, Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> OpReport:
+        for key in kwargs:
+            if key not in _CHECK_OP_KEYWORDS:
+                close = difflib.get_close_matches(key, _OPREG_CHECK_KEYWORDS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TypeError(
+                    f"opreg_check() got an unexpected keyword argument {key!r}{hint}; "
+                    f"it accepts: {', '.join(_OPREG_CHECK_KEYWORDS)}"
+                )
+        target = resolve(op)
         if device is None and "opreg_device" in request.fixturenames:
-            device = request.getfixturevalue("opreg_device")
+            request.getfixturevalue("opreg_device")  # sets the device up (triton-cpu: kernels)
+            params = getattr(getattr(request.node, "callspec", None), "params", {})
+            device = params.get("opreg_device", "cpu")  # the name: triton-cpu, not cpu
+            if _checked_on_cpu_instead(config, target, device):
+                pytest.skip(
+                    f"{target.name} on {TRITON_CPU}: the op has no Triton kernel, so "
+                    f"{TRITON_CPU} runs what cpu runs: it is checked on cpu"
+                )
         merged = {"compile": {"backend": backend}} if checks is None or "compile" in checks else {}
         for check, opts in (options or {}).items():
             merged[check] = {**merged.get(check, {}), **opts}
@@ -392,8 +521,10 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
         except NoSamplesError:
             if kwargs.get("samples") is not None:
                 raise  # the caller's own (empty) samples: a plain error
-            _not_checked(request.config, unchecked_message(resolve(op).name, has_samples=False))
+            _record_triton(config, target.opreg, None)
+            _not_checked(request.config, unchecked_message(target.name, has_samples=False))
             raise  # not reached: _not_checked fails or skips
+        _record_triton(config, target.opreg, report)
         failures = report.failures
         if failures:
             pytest.fail(
@@ -406,3 +537,30 @@ def opreg_check(request: pytest.FixtureRequest) -> CheckRunner:
         return report
 
     return run
+
+
+#: The keywords of ``opreg_check`` beyond ``checks``, ``device`` and ``options``: those of
+#: ``check_op`` it passes on.
+_CHECK_OP_KEYWORDS = ("samples", "tolerance", "progress")
+_OPREG_CHECK_KEYWORDS = ("checks", "device", "options", *_CHECK_OP_KEYWORDS)
+
+
+def _checked_on_cpu_instead(config: pytest.Config, target: Any, device: str) -> bool:
+    """Whether ``target`` is a test's op on triton-cpu that has no Triton kernel, in a run
+    that checks cpu too: triton-cpu would run the same code again."""
+    from .devices import TRITON_CPU
+    from .interpreter import triton_info
+
+    if device != TRITON_CPU or "cpu" not in _devices(config):
+        return False
+    return target.opreg is None or triton_info(target.opreg) is None
+
+
+def _record_triton(config: pytest.Config, op: Any, report: OpReport | None) -> None:
+    """Note a Triton op's check, and whether it ran the op's Triton kernel."""
+    from .interpreter import triton_info, triton_ran
+
+    if op is None or triton_info(op) is None:
+        return
+    seen = config.stash.setdefault(_TRITON_OPS, {})
+    seen[op.qualname] = seen.get(op.qualname, False) or (report is not None and triton_ran(report))

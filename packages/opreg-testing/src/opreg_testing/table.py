@@ -9,12 +9,18 @@ from .report import CheckResult, OpReport
 _WORDS = {"passed": "pass", "failed": "FAIL", "skipped": "skip"}
 
 
+def duration(seconds: float) -> str:
+    """``1.30s``; under 10 ms in milliseconds (``3ms``), so that a fast check never reads
+    ``0.00s`` (a check that fails at its first sample takes a few milliseconds)."""
+    return f"{seconds:.2f}s" if seconds >= 0.01 else f"{seconds * 1000:.0f}ms"
+
+
 def cell(result: CheckResult | None) -> str:
-    """``pass 0.12s``, ``FAIL 1.30s`` or ``skip``; ``-`` for a check that did not run."""
+    """``pass 0.12s``, ``FAIL 3ms`` or ``skip``; ``-`` for a check that did not run."""
     if result is None:
         return "-"
     word = _WORDS[result.status]
-    return word if result.skipped else f"{word} {result.duration:.2f}s"
+    return word if result.skipped else f"{word} {duration(result.duration)}"
 
 
 def _find(report: OpReport, check: str) -> CheckResult | None:
