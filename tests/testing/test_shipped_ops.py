@@ -1,7 +1,7 @@
 """Eating our own cooking: every check on every op opreg-kernels ships, through the plugin.
 
-Runs once per ``--opreg-device`` (CPU, plus CUDA when present); with ``--opreg-device
-triton-cpu`` the kernel check runs the Triton kernels on CPU through Triton's interpreter.
+Runs once per ``--opreg-device`` (default: cpu, cuda when present, and triton-cpu where Triton
+kernels can run on CPU, where the kernel check runs them through Triton's interpreter).
 """
 
 from __future__ import annotations
