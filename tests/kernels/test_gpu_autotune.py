@@ -182,3 +182,34 @@ def test_the_rmsnorm_example_on_cuda() -> None:
     assert "rms_norm on cuda: forward, grad, compile, capture" in proc.stdout
     launches = re.search(r"fast launches \(forward, backward\): (\d+) (\d+)", proc.stdout)
     assert launches is not None and int(launches.group(1)) > 0, proc.stdout  # forward: 3 calls
+
+
+def test_check_op_passes_the_rmsnorm_example_as_once_differentiable_on_cuda() -> None:
+    """Issue 20, finding 4: the autotuned RMSNorm, whose backward is a Triton op registered
+    without a backward (as Liger and FlashAttention write them), passes every check on CUDA;
+    its double backward's refusal is reported as "once differentiable", not failed."""
+    body = f"""
+    import json, runpy, torch
+    from opreg_core import SampleInput
+    from opreg_testing import check_op
+    example = runpy.run_path({str(ROOT / "examples" / "triton_rmsnorm.py")!r})
+    op = example["rms_norm"]
+    def samples(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(4, 96, generator=g).to(device)
+        w = torch.rand(96, generator=g).add(0.5).to(device)
+        return [SampleInput((x, w, 1e-6))]
+    report = check_op(op, samples(torch.device("cuda")), device="cuda",
+                      options={{"compile": {{"backend": "aot_eager"}}}})
+    autograd = report["autograd"]
+    print(json.dumps({{"ok": report.ok, "summary": report.summary(),
+                       "failures": [str(f) for f in report.failures],
+                       "autograd": autograd.status,
+                       "once": autograd.info.get("once_differentiable"),
+                       "kernel": report["kernel"].status}}))
+    """
+    result = run_script(body)
+    assert result["ok"], result["failures"]
+    assert result["autograd"] == "passed", result["summary"]
+    assert result["once"], result["summary"]
+    assert result["kernel"] == "passed", result["summary"]
