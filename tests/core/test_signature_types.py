@@ -848,7 +848,8 @@ REFUSED_SCHEMAS = [
     ("(Tensor x) -> (Tensor, int[])", "output 1 has type int[]"),
     ("(Tensor x) -> ScalarType", "output 0 has type ScalarType"),
     ("(Tensor x, ...) -> Tensor", "has '...'"),
-    ("(Tensor x, Dimname d) -> Tensor", "invalid schema"),
+    ("(Tensor x, Dimname d) -> Tensor", "argument 'd' has type Dimname"),
+    ("(Tensor x, Dimname[] ds) -> Tensor", "argument 'ds' has type Dimname"),
 ]
 
 

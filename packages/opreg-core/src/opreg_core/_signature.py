@@ -128,6 +128,8 @@ _REFUSED_BECAUSE = {
 RETURN_TYPES = frozenset({"Tensor", "List[Tensor]", "int", "float", "bool", "number"})
 
 _WRAPPED = re.compile(r"^(?:Optional|List)\[(.*)\]$")
+#: A Dimname argument in a schema's text (alone, optional or in a list), and its name.
+_DIMNAME = re.compile(r"\bDimname\b[?\[\]0-9]*\s+(\w+)")
 
 
 def _plain(type_name: str) -> bool:
@@ -207,6 +209,14 @@ def _check_return(qualname: str, index: int, ret: Any) -> None:
 def parse_signature(qualname: str, schema: str) -> Signature:
     """Parse ``schema`` and collect the argument layout; refuse the types opreg cannot support
     (see the module docstring). Errors name the op and the argument."""
+    named = _DIMNAME.search(schema)
+    if named is not None:
+        # Checked on the text: torch 2.11 parses a Dimname as a str, torch 2.13 refuses it.
+        raise ValueError(
+            f"opreg: {qualname}: argument '{named.group(1)}' has type Dimname, which opreg does "
+            "not support: named tensors have no meaning for vmap, autograd and the checks; "
+            "take a dim (int) instead"
+        )
     try:
         parsed = parse_schema(f"{qualname}{schema}")
     except RuntimeError as exc:
