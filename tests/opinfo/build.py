@@ -19,7 +19,6 @@ The rules (:func:`rules`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,9 +138,20 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         inp, pargs, kwargs = pytree.tree_unflatten(full, spec)
         return process(wrapper(native, inp, *pargs, **kwargs))
 
+    before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     with torch.no_grad():
         out = call(*args)
         again = call(*args)
+    written = [
+        f"a{i}"
+        for i, (a, b) in enumerate(zip(args, before, strict=True))
+        if isinstance(a, torch.Tensor) and not torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
+    ]
+    if written:
+        raise NotExpressible(
+            f"the native op writes to its argument(s) {', '.join(written)} (e.g. running "
+            "statistics): opreg refuses a backward or jvp for an op that mutates its arguments"
+        )
     out_leaves = _opaque_leaves(out)
     bad = [type(o).__name__ for o in out_leaves if not isinstance(o, torch.Tensor)]
     if not out_leaves or bad:
@@ -188,7 +198,7 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         schema=f"({params}) -> {ret}",
         fallback=fallback,
         tensor_pos=tuple(i for i, t in enumerate(types) if t == "Tensor"),
-        diff_pos=tuple(i for i, a in enumerate(args) if is_float(a)),
+        diff_pos=_differentiable(call, args, opinfo.supports_autograd, notes),
         num_outputs=n_out,
         float_outputs=tuple(k for k, o in enumerate(out_leaves) if o.dtype.is_floating_point),
         supports_autograd=bool(opinfo.supports_autograd),
@@ -197,6 +207,29 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         out_shapes=tuple(o.shape for o in out_leaves),
         notes=notes,
     )
+
+
+def _differentiable(
+    call: Callable[..., Any], args: tuple[Any, ...], autograd: bool, notes: list[str]
+) -> tuple[int, ...]:
+    """The floating tensor arguments that the native op differentiates: all of them, unless
+    it refuses some (batch_norm's running statistics), which are then left out."""
+    floats = tuple(i for i, a in enumerate(args) if is_float(a))
+    if not autograd or _grad_ok(call, args, floats):
+        return floats
+    kept = tuple(i for i in floats if _grad_ok(call, args, (i,)))
+    notes.extend(f"a{i}: the native op does not differentiate it" for i in floats if i not in kept)
+    return kept
+
+
+def _grad_ok(call: Callable[..., Any], args: tuple[Any, ...], positions: tuple[int, ...]) -> bool:
+    leaves = [a.detach().requires_grad_() if i in positions else a for i, a in enumerate(args)]
+    try:
+        with torch.enable_grad():
+            call(*leaves)
+    except RuntimeError as exc:
+        return "not differentiable" not in str(exc)
+    return True
 
 
 # -- the rules --------------------------------------------------------------------------------
@@ -324,10 +357,6 @@ def register(case: OpCase, qualname: str, **overrides: Any) -> VmapOp[Any, Any]:
     """Register ``case`` under ``qualname`` with its generic rules (``overrides`` replace some:
     the mutants)."""
     return register_vmap_op(case.fallback, name=qualname, **{**rules(case), **overrides})
-
-
-def numel(case: OpCase) -> int:
-    return sum(math.prod(a.shape) for a in case.args if isinstance(a, torch.Tensor))
 
 
 def register_twin(case: OpCase, qualname: str) -> Any:

@@ -64,7 +64,7 @@ KNOWN_DEFECTS = (
         "b:grad-vmap-expanded-input",
         r"Expected \w+\.is_contiguous",
         "grad(vmap(op)) with an unbatched input passes an expanded stride-0 tensor to the backward",
-        cases=r"grad\(vmap\)|vmap\(grad\)|check_op:autograd",
+        cases=r"grad\(vmap|vmap\(grad\)|check_op:autograd",
     ),
 )
 
@@ -133,6 +133,8 @@ class Tally:
 
     cases: list[Case] = field(default_factory=list)
     skipped_ops: dict[str, str] = field(default_factory=dict)  #: op -> why it did not run
+    #: (op, sample, transform) -> why that transform does not apply (no float output, ...)
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     def add(self, case: Case) -> Case:
         self.cases.append(case)
@@ -190,6 +192,7 @@ class Tally:
             "known_defects": {p.key: p.what for p in (*KNOWN_DEFECTS, EXPANDED_INPUT)},
             "torch_limits": {p.key: p.what for p in TORCH_LIMITS},
             "skipped_ops": self.skipped_ops,
+            "not_applicable": self.not_applicable,
             "ops": {
                 op: {"counts": dict(r["counts"]), "cases": r["cases"]}
                 for op, r in sorted(table.items())

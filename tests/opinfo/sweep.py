@@ -27,7 +27,14 @@ from .build import (
     register_twin,
 )
 from .outcomes import EXPANDED_INPUT, Case, Tally, classify_raise, compare_run, first_line
-from .transforms import UNBATCHED_IN_DIMS, applicable, expanded_rule_error, native_vmap_error
+from .transforms import (
+    TRANSFORMS,
+    UNBATCHED_IN_DIMS,
+    applicable,
+    expanded_rule_error,
+    native_vmap_error,
+    why_not,
+)
 
 #: check_op options: the compile check on aot_eager (no code generation, CPU only), without
 #: ``vmap(op)``: the generic ``vmap_fn`` is ``torch.vmap`` of the native op, and torch.vmap
@@ -40,6 +47,13 @@ SKIPPED_COMPILE_VMAP = "check_op:compile(vmap(op))"
 
 def op_db() -> list[Any]:
     """PyTorch's OpInfo database (imported on first use: it takes seconds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("expecttest") is None:
+        raise RuntimeError(
+            "the OpInfo sweep needs expecttest, which torch.testing._internal imports: "
+            "pip install expecttest (the hatch test environments have it)"
+        )
     from torch.testing._internal.common_methods_invocations import op_db as db
 
     return list(db)
@@ -205,6 +219,10 @@ def sweep_case(case: OpCase, tally: Tally, run_check_op: bool, **overrides: Any)
             reason = f"register_vmap_op raises {first_line(exc)}"
             tally.add(Case(case.name, case.sample_index, "register", "not_expressible", reason))
             return
+        for name in TRANSFORMS:
+            why = why_not(case, name)
+            if why is not None:
+                tally.not_applicable[f"{case.label} {name}"] = why
         for name, transform in applicable(case):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

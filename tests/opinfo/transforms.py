@@ -7,6 +7,7 @@ function ``(f, case) -> result`` run for ``f`` = the opreg op and ``f`` = the na
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import types
 from collections.abc import Callable, Sequence
@@ -109,17 +110,26 @@ def _first_diff_batched(case: OpCase) -> tuple[int | None, ...]:
     return tuple(0 if i == first else None for i in range(len(case.args)))
 
 
-def grad_vmap(f: Fn, case: OpCase) -> Any:
-    """grad of a vmapped computation: the first floating argument batched, the others not
-    (their gradient sums over the batch)."""
-    in_dims = _first_diff_batched(case)
-    args = _batch_args(case, in_dims, BATCH)
+def _last_diff_batched(case: OpCase) -> tuple[int | None, ...]:
+    last = case.diff_pos[-1]
+    return tuple(0 if i == last else None for i in range(len(case.args)))
 
-    def total(*a: Any) -> torch.Tensor:
-        per_sample = torch.vmap(loss_of(case, f), in_dims=in_dims)(*a)
-        return (per_sample * torch.arange(1, BATCH + 1, dtype=per_sample.dtype)).sum()
 
-    return torch.func.grad(total, argnums=case.diff_pos)(*args)
+def grad_vmap(batched: Callable[[OpCase], tuple[int | None, ...]]) -> Transform:
+    """grad of a vmapped computation: the ``batched`` arguments batched, the others not (their
+    gradient sums over the batch)."""
+
+    def run(f: Fn, case: OpCase) -> Any:
+        in_dims = batched(case)
+        args = _batch_args(case, in_dims, BATCH)
+
+        def total(*a: Any) -> torch.Tensor:
+            per_sample = torch.vmap(loss_of(case, f), in_dims=in_dims)(*a)
+            return (per_sample * torch.arange(1, BATCH + 1, dtype=per_sample.dtype)).sum()
+
+        return torch.func.grad(total, argnums=case.diff_pos)(*args)
+
+    return run
 
 
 def vmap_grad(f: Fn, case: OpCase) -> Any:
@@ -152,8 +162,6 @@ def jacfwd_case(f: Fn, case: OpCase) -> Any:
 
 def _as_case(case: OpCase, f: Fn) -> OpCase:
     """``case`` with ``f`` in place of its fallback (for :func:`with_diff`)."""
-    import dataclasses
-
     return dataclasses.replace(case, fallback=f)
 
 
@@ -171,15 +179,17 @@ def compiled(f: Fn, case: OpCase) -> Any:
     return torch.compile(fresh(f), backend="aot_eager", fullgraph=True)(*case.args)
 
 
-def _applies(case: OpCase, name: str) -> str | None:
+def why_not(case: OpCase, name: str) -> str | None:
     """Why ``name`` does not apply to ``case`` (None: it does)."""
     if name.startswith(("grad", "vmap(grad")) and not case.differentiable:
         return "no differentiable input/output" if case.supports_autograd else "no autograd"
     if name.startswith(("jvp", "jacfwd")) and not case.differentiable:
         return "no differentiable input/output"
+    if "only the last" in name and len(case.diff_pos) < 2:
+        return "one floating tensor argument"
     if "one unbatched" in name and len(case.tensor_pos) < 2:
         return "one tensor argument"
-    if name == "jacfwd" and case.args[case.diff_pos[0]].numel() > 64:
+    if name == "jacfwd" and case.args[case.diff_pos[0]].numel() > 400:
         return "large input"
     return None
 
@@ -195,7 +205,8 @@ TRANSFORMS: dict[str, Transform] = {
     "vmap(vmap)": nested_vmap(inner_none=False),
     "vmap(vmap, one unbatched inner)": nested_vmap(inner_none=True),
     "grad": grad_case,
-    "grad(vmap)": grad_vmap,
+    "grad(vmap)": grad_vmap(_first_diff_batched),
+    "grad(vmap, only the last float input batched)": grad_vmap(_last_diff_batched),
     "vmap(grad)": vmap_grad,
     "jvp": jvp_case,
     "jacfwd": jacfwd_case,
@@ -212,6 +223,7 @@ UNBATCHED_IN_DIMS: dict[str, Callable[[OpCase], tuple[int | None, ...]]] = {
         case, lambda i: None if i == case.tensor_pos[-1] else 0
     ),
     "grad(vmap)": _first_diff_batched,
+    "grad(vmap, only the last float input batched)": _last_diff_batched,
     "vmap(grad)": _first_diff_batched,
 }
 
@@ -255,4 +267,4 @@ def native_vmap_error(
 
 
 def applicable(case: OpCase) -> list[tuple[str, Transform]]:
-    return [(n, t) for n, t in TRANSFORMS.items() if _applies(case, n) is None]
+    return [(n, t) for n, t in TRANSFORMS.items() if why_not(case, n) is None]
