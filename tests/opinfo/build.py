@@ -84,6 +84,8 @@ class OpCase:
     supports_autograd: bool
     supports_forward_ad: bool
     supports_gradgrad: bool
+    #: OpInfo skips its non-contiguous-samples test: the result depends on memory layout
+    layout_dependent: bool
     out_shapes: tuple[torch.Size, ...]  #: of each output, on the sample
     notes: list[str] = field(default_factory=list)
 
@@ -204,6 +206,10 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         supports_autograd=bool(opinfo.supports_autograd),
         supports_forward_ad=bool(opinfo.supports_forward_ad),
         supports_gradgrad=bool(opinfo.supports_gradgrad),
+        layout_dependent=any(
+            getattr(d, "test_name", None) == "test_noncontiguous_samples"
+            for d in (*opinfo.skips, *opinfo.decorators)
+        ),
         out_shapes=tuple(o.shape for o in out_leaves),
         notes=notes,
     )

@@ -84,6 +84,19 @@ EXPANDED_INPUT = Pattern(
 #: does (tests/opinfo/test_torch_limits.py shows each with a custom_op).
 TORCH_LIMITS = (
     Pattern(
+        "layout-dependent-op",
+        r"(evidence, not a pattern)",
+        "the native op's result depends on its input's memory layout (as_strided: OpInfo "
+        "skips its test_noncontiguous_samples), so check_op's non-contiguous batched inputs "
+        "and per-entry views legitimately give other values",
+    ),
+    Pattern(
+        "native-vmap-wrong-value",
+        r"(evidence, not a pattern)",
+        "torch.vmap of the native op gives a wrong value where opreg matches the per-sample "
+        "loop (select_scatter: grad(vmap) of an unbatched src, 5x the loop's gradient)",
+    ),
+    Pattern(
         "batch-entry-outside-domain",
         r"(on one batch entry|per batch entry) raised",
         "a batch entry that check_op made from the sample (values scaled and permuted) is "
@@ -230,8 +243,12 @@ def compare_run(
     native: Callable[[], Any],
     opreg: Callable[[], Any],
     tolerance: Any = None,
+    reference: Callable[[], Any] | None = None,
 ) -> Case:
-    """Run ``opreg`` and ``native`` and classify: pass, mismatch, opreg raises, torch can't."""
+    """Run ``opreg`` and ``native`` and classify: pass, mismatch, opreg raises, torch can't.
+
+    On a mismatch, ``reference`` (the native op without torch.vmap: a per-sample loop) says
+    who is right: opreg matching it while the native op does not is a torch bug."""
     actual, opreg_exc = _run(opreg)
     expected, native_exc = _run(native)
     if native_exc is not None:
@@ -243,6 +260,15 @@ def compare_run(
         category, defect, limit = classify_raise(opreg_exc, case)
         return Case(op, sample, case, category, first_line(opreg_exc), defect, limit)
     mismatch = compare(expected, actual, tolerance=tolerance)
+    if mismatch is not None and reference is not None:
+        truth, ref_exc = _run(reference)
+        if ref_exc is None and compare(truth, actual, tolerance=tolerance) is None:
+            wrong = compare(truth, expected, tolerance=tolerance)
+            reason = (
+                "torch.vmap of the native op computes a wrong value (a PyTorch bug); opreg "
+                f"matches the per-sample loop: native {wrong}"
+            )
+            return Case(op, sample, case, "torch_cant", reason, limit="native-vmap-wrong-value")
     if mismatch is not None:
         return Case(op, sample, case, "silent_mismatch", str(mismatch))
     return Case(op, sample, case, "pass")

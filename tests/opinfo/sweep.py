@@ -32,7 +32,9 @@ from .transforms import (
     UNBATCHED_IN_DIMS,
     applicable,
     expanded_rule_error,
+    loop_vmap,
     native_vmap_error,
+    native_vmap_vs_loop,
     why_not,
 )
 
@@ -144,6 +146,13 @@ def check_op_cases(case: OpCase, op: Any, tally: Tally) -> None:
             if exc is not None:
                 category = "torch_cant"
                 reason = f"vmap of the native op raises too: {first_line(exc)} | {reason}"
+        if in_dims is not None and category == "opreg_raises" and not _raised(message):
+            wrong = native_vmap_vs_loop(case, in_dims)
+            if wrong is not None:
+                category = "torch_cant"
+                reason = f"vmap of the native op differs from its per-sample loop too: {wrong}"
+        if category == "opreg_raises" and case.layout_dependent and not _raised(message):
+            category, limit = "torch_cant", "layout-dependent-op"
         if category == "opreg_raises" and not defect:
             twin = twin_result(case, r.check)
             if twin is not None and same_problem(message, twin):
@@ -152,6 +161,11 @@ def check_op_cases(case: OpCase, op: Any, tally: Tally) -> None:
             elif not _raised(message):
                 category = "false_alarm"  # a complaint about values that the twin passes
         tally.add(Case(case.name, case.sample_index, label, category, reason, defect, limit))
+
+
+def _looped(transform: Any, case: OpCase) -> Any:
+    with loop_vmap():
+        return transform(case.fallback, case)
 
 
 def expanded_input_evidence(
@@ -200,7 +214,8 @@ def same_problem(ours: str, twins: str) -> bool:
 def _raised(message: str) -> bool:
     """Whether a check failure says the op raised (rather than computed a wrong value)."""
     problem = message.split("problem:", 1)[-1]
-    return " raised " in problem or re.search(r"failed: \w+(Error|Exception)", problem) is not None
+    failed = re.search(r"failed: (?!AssertionError)\w+(Error|Exception)", problem)
+    return " raised " in problem or failed is not None
 
 
 def _short(message: str) -> str:
@@ -232,6 +247,7 @@ def sweep_case(case: OpCase, tally: Tally, run_check_op: bool, **overrides: Any)
                     name,
                     lambda t=transform: t(case.fallback, case),
                     lambda t=transform: t(op, case),
+                    reference=lambda t=transform: _looped(t, case),
                 )
                 if name in UNBATCHED_IN_DIMS:
                     expanded_input_evidence(case, outcome, UNBATCHED_IN_DIMS[name](case))

@@ -7,13 +7,15 @@ function ``(f, case) -> result`` run for ``f`` = the opreg op and ``f`` = the na
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from .build import OpCase, with_diff
 
@@ -22,6 +24,40 @@ Fn = Callable[..., Any]
 Transform = Callable[[Fn, OpCase], Any]
 
 BATCH = 3
+#: The vmap the transforms use: torch.vmap, or a per-sample loop (see :func:`loop_vmap`).
+_vmap_impl: list[Callable[..., Fn]] = [torch.vmap]
+
+
+def _vmap(fn: Fn, in_dims: Any = 0) -> Fn:
+    return _vmap_impl[-1](fn, in_dims=in_dims)
+
+
+def _loop(fn: Fn, in_dims: Any = 0) -> Fn:
+    """vmap as a loop: ``fn`` on each batch entry, outputs stacked at dim 0."""
+
+    def run(*args: Any) -> Any:
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+        outs = [
+            fn(*(a if d is None else a.select(d, k) for a, d in zip(args, dims, strict=True)))
+            for k in range(size)
+        ]
+        return pytree.tree_map(lambda *xs: torch.stack(xs), outs[0], *outs[1:])
+
+    return run
+
+
+@contextlib.contextmanager
+def loop_vmap() -> Iterator[None]:
+    """Within the block, the transforms vmap by a per-sample loop: the reference that tells
+    who is right when opreg and ``torch.vmap`` of the native op disagree."""
+    _vmap_impl.append(_loop)
+    try:
+        yield
+    finally:
+        _vmap_impl.pop()
+
+
 NESTED = (2, 3)
 _fresh_counter = itertools.count()
 
@@ -74,7 +110,7 @@ def _batch_args(case: OpCase, in_dims: Sequence[int | None], n: int) -> tuple[An
 def vmap_case(batched: Callable[[OpCase, int], int | None]) -> Transform:
     def run(f: Fn, case: OpCase) -> Any:
         in_dims = _in_dims(case, lambda i: batched(case, i))
-        return torch.vmap(f, in_dims=in_dims)(*_batch_args(case, in_dims, BATCH))
+        return _vmap(f, in_dims=in_dims)(*_batch_args(case, in_dims, BATCH))
 
     return run
 
@@ -96,7 +132,7 @@ def nested_vmap(inner_none: bool) -> Transform:
             else:
                 es = entries(a, NESTED[0] * NESTED[1])
                 args.append(torch.stack(es).reshape(*NESTED, *a.shape))
-        return torch.vmap(torch.vmap(f, in_dims=inner), in_dims=outer)(*args)
+        return _vmap(_vmap(f, in_dims=inner), in_dims=outer)(*args)
 
     return run
 
@@ -124,7 +160,7 @@ def grad_vmap(batched: Callable[[OpCase], tuple[int | None, ...]]) -> Transform:
         args = _batch_args(case, in_dims, BATCH)
 
         def total(*a: Any) -> torch.Tensor:
-            per_sample = torch.vmap(loss_of(case, f), in_dims=in_dims)(*a)
+            per_sample = _vmap(loss_of(case, f), in_dims=in_dims)(*a)
             return (per_sample * torch.arange(1, BATCH + 1, dtype=per_sample.dtype)).sum()
 
         return torch.func.grad(total, argnums=case.diff_pos)(*args)
@@ -135,9 +171,7 @@ def grad_vmap(batched: Callable[[OpCase], tuple[int | None, ...]]) -> Transform:
 def vmap_grad(f: Fn, case: OpCase) -> Any:
     in_dims = _first_diff_batched(case)
     args = _batch_args(case, in_dims, BATCH)
-    return torch.vmap(torch.func.grad(loss_of(case, f), argnums=case.diff_pos), in_dims=in_dims)(
-        *args
-    )
+    return _vmap(torch.func.grad(loss_of(case, f), argnums=case.diff_pos), in_dims=in_dims)(*args)
 
 
 def _tangents(case: OpCase) -> tuple[torch.Tensor, ...]:
@@ -264,6 +298,21 @@ def native_vmap_error(
     except Exception as exc:  # the evidence is the raise itself
         return exc
     return None
+
+
+def native_vmap_vs_loop(case: OpCase, in_dims: Sequence[int | None]) -> str | None:
+    """How ``vmap(native)`` at ``in_dims`` differs from the native op looped over the batch
+    entries (None: they agree, or either raises)."""
+    from opreg_testing import compare
+
+    args = _batch_args(case, in_dims, BATCH)
+    try:
+        batched = torch.vmap(case.fallback, in_dims=tuple(in_dims))(*args)
+        looped = _loop(case.fallback, in_dims=tuple(in_dims))(*args)
+    except Exception:  # a raise is no evidence of a wrong value
+        return None
+    mismatch = compare(looped, batched)
+    return None if mismatch is None else str(mismatch)
 
 
 def applicable(case: OpCase) -> list[tuple[str, Transform]]:
