@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .outcomes import EXPANDED_INPUT, KNOWN_DEFECTS, TORCH_LIMITS, Tally
+from .outcomes import EXPANDED_INPUT, KNOWN_DEFECTS, TORCH_LIMITS, Case, Tally
 from .sweep import op_db, sweep
 
 #: The quick subset: every QUICK_STEP-th entry of op_db (702 in torch 2.13: 176 entries).
@@ -50,12 +50,16 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
     path = _report_path()
     result.write(path)
     capture = request.config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\n{result.summary()}\nper-op table: {path}")
+    text = f"\n{result.summary()}\nper-op table: {path}"
+    if capture is None:
+        print(text)
+    else:
+        with capture.global_and_fixture_disabled():
+            print(text)
     yield result
 
 
-def _listing(cases: list) -> str:  # type: ignore[type-arg]
+def _listing(cases: list[Case]) -> str:
     return "\n".join(
         f"  {c.op}[{c.sample}] {c.case}: " + (f"[{c.defect}] " if c.defect else "") + c.reason
         for c in cases
