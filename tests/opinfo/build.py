@@ -13,8 +13,9 @@ The rules (:func:`rules`):
 - fake: the wrapper itself, which runs the native op on fake/meta tensors;
 - ``vmap_fn``/``fake_vmap_fn``: ``torch.vmap`` of the wrapper over the leading dim;
 - backward: ``torch.func.vjp`` of the wrapper at the saved inputs;
-- jvp: ``torch.func.jvp`` of the wrapper at the saved inputs (where the native op has no
-  forward AD, the rule raises as the native op does).
+- jvp: ``torch.func.jvp`` of the wrapper at the saved inputs, where the native op supports
+  forward AD (OpInfo's ``supports_forward_ad``); without it no jvp, so opreg raises its clear
+  error in forward mode, as the native op raises.
 """
 
 from __future__ import annotations
@@ -310,9 +311,24 @@ def func_jvp(case: OpCase) -> Callable[..., Any]:
 
 
 def vmap_rule(case: OpCase) -> Callable[..., Any]:
-    """``torch.vmap`` of the op over the leading dim of every tensor argument."""
+    """``torch.vmap`` of the op over the leading dim of every tensor argument. An argument
+    that arrives expanded to the batch (stride 0: unbatched at this level) is made contiguous
+    first, as docs/writing-an-op.md tells a rule that needs contiguous inputs to do (torch's
+    own vmap of e.g. group_norm refuses a stride-0 input)."""
     in_dims = tuple(0 if i in case.tensor_pos else None for i in range(len(case.args)))
-    return torch.vmap(case.fallback, in_dims=in_dims)
+    batched = torch.vmap(case.fallback, in_dims=in_dims)
+
+    def rule(*args: Any) -> Any:
+        return batched(
+            *(
+                a.contiguous()
+                if isinstance(a, torch.Tensor) and a.dim() > 0 and a.stride(0) == 0
+                else a
+                for a in args
+            )
+        )
+
+    return rule
 
 
 def contiguous_vmap_rule(case: OpCase) -> Callable[..., Any]:
@@ -355,7 +371,8 @@ def rules(case: OpCase) -> dict[str, Any]:
         return options
     options["setup_context"] = setup_context(case)
     options["backward"] = vjp_backward(case)
-    options["jvp"] = func_jvp(case)
+    if case.supports_forward_ad:  # an author writes no jvp for an op without forward AD
+        options["jvp"] = func_jvp(case)
     return options
 
 

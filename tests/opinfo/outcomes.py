@@ -10,6 +10,12 @@ Categories (a case is one op, one sample, one way of running it, or one check_op
 - ``torch_cant``: PyTorch itself can't (the native op raises too, or a documented torch limit
   of :data:`TORCH_LIMITS`, each shown by a test with ``torch.library.custom_op``): a clear
   error, never a wrong value;
+- ``rule_cant``: the generic ``vmap_fn`` (``torch.vmap`` of the native op over every tensor
+  argument) raises on its own on what opreg's documented contract gives it: every tensor
+  argument batched, an unbatched one expanded (:data:`EXPANDED_INPUT`). The native op cannot
+  batch that argument at all (masked_select's mask: a data-dependent shape), so an author's
+  rule must leave it out of the vmap, or the op must loop (no ``vmap_fn``). A clear error
+  from the user's own rule, never a wrong value; listed, not a defect of opreg's;
 - ``not_expressible``: the sample cannot be registered as an op (the reason says why); per
   op and sample, not per case.
 """
@@ -31,6 +37,7 @@ CATEGORIES = (
     "opreg_raises",
     "false_alarm",
     "torch_cant",
+    "rule_cant",
     "not_expressible",
 )
 #: The categories that must stay empty.
@@ -70,14 +77,15 @@ KNOWN_DEFECTS = (
 
 #: Found by this sweep, not by a regular expression: opreg raises in a vmap with an unbatched
 #: argument, and the generic vmap_fn raises the same on its own when that argument arrives
-#: expanded to the batch, as opreg's vmap_fn contract says (transforms.expanded_rule_error).
+#: expanded to the batch, as opreg's vmap_fn contract says (transforms.expanded_rule_error):
+#: filed as ``rule_cant``.
 EXPANDED_INPUT = Pattern(
     "c:vmap_fn-gets-expanded-input",
     r"(evidence, not a pattern)",
     "vmap_fn receives every tensor argument batched, the unbatched ones expanded (stride 0) "
-    "as documented; torch.vmap of a native op that cannot batch that argument (masked_select's "
-    "mask, a data-dependent check on it, group_norm's non-contiguous input) then raises where "
-    "vmap of the native op with in_dims None works. Not one of the fixes in flight.",
+    "as documented; torch.vmap of a native op that cannot batch that argument at all "
+    "(masked_select's mask, a data-dependent check on it) then raises where vmap of the "
+    "native op with in_dims None works: the rule must leave that argument out of its vmap",
 )
 
 #: Documented torch limits that an opreg op hits exactly as a ``torch.library.custom_op``
@@ -176,7 +184,8 @@ class Tally:
             f"opinfo sweep: {len(self.ops())} ops, {len(self.cases)} cases: "
             f"pass={c['pass']} silent_mismatch={c['silent_mismatch']} "
             f"opreg_raises={c['opreg_raises']} false_alarm={c['false_alarm']} "
-            f"torch_cant={c['torch_cant']} not_expressible={c['not_expressible']} "
+            f"torch_cant={c['torch_cant']} rule_cant={c['rule_cant']} "
+            f"not_expressible={c['not_expressible']} "
             f"skipped_ops={len(self.skipped_ops)}"
             + (f" | opreg_raises by known defect: {defects}" if defects else "")
         )

@@ -171,8 +171,9 @@ def _looped(transform: Any, case: OpCase) -> Any:
 def expanded_input_evidence(
     case: OpCase, outcome: Case, in_dims: tuple[int | None, ...], message: str = ""
 ) -> None:
-    """File an opreg raise under :data:`EXPANDED_INPUT` when the generic vmap_fn raises the same
-    on its own with the unbatched arguments expanded (see transforms.expanded_rule_error)."""
+    """File an opreg raise as ``rule_cant`` (:data:`EXPANDED_INPUT`) when the generic vmap_fn
+    raises the same on its own with the unbatched arguments expanded (see
+    transforms.expanded_rule_error)."""
     if outcome.category not in ("opreg_raises", "false_alarm"):
         return
     if all(in_dims[i] is not None for i in case.tensor_pos):
@@ -181,7 +182,7 @@ def expanded_input_evidence(
         return
     exc = expanded_rule_error(case, in_dims)
     if exc is not None and _gist(first_line(exc)) in " ".join((message or outcome.reason).split()):
-        outcome.category, outcome.defect = "opreg_raises", EXPANDED_INPUT.key
+        outcome.category, outcome.defect = "rule_cant", EXPANDED_INPUT.key
 
 
 def _gist(text: str) -> str:

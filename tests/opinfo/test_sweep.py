@@ -93,9 +93,16 @@ def test_no_other_opreg_raises(tally: Tally) -> None:
     assert not cases, f"{len(cases)} opreg raises where native works:\n{_listing(cases)}"
 
 
-@pytest.mark.parametrize("defect", [p.key for p in (*KNOWN_DEFECTS, EXPANDED_INPUT)])
+@pytest.mark.parametrize("defect", [p.key for p in KNOWN_DEFECTS])
 def test_known_defect_fixed(tally: Tally, defect: str) -> None:
-    """No case hits the known opreg defect (fails until its fix lands; see KNOWN_DEFECTS)."""
+    """No case hits a fixed opreg defect (they would come back loudly; see KNOWN_DEFECTS)."""
     cases = [c for c in tally.of("opreg_raises") if c.defect == defect]
-    what = next(p.what for p in (*KNOWN_DEFECTS, EXPANDED_INPUT) if p.key == defect)
+    what = next(p.what for p in KNOWN_DEFECTS if p.key == defect)
     assert not cases, f"known defect {defect} ({what}): {len(cases)} cases:\n{_listing(cases)}"
+
+
+def test_rule_cant_is_only_the_expanded_input_contract(tally: Tally) -> None:
+    """Every ``rule_cant`` case is the generic rule's own raise on an expanded argument, shown
+    by running the rule alone (transforms.expanded_rule_error), never anything else."""
+    cases = [c for c in tally.of("rule_cant") if c.defect != EXPANDED_INPUT.key]
+    assert not cases, _listing(cases)
