@@ -34,6 +34,14 @@ reported: ``info["forward_ad"]`` False, the error in ``info["declined"]``):
    output gradients ``u`` (the jvp and the backward are transposes of one Jacobian).
 6. (option ``functorch``) ``jvp(vmap(op))`` (the batched op's jvp, derived from the user's)
    and ``vmap(jvp(op))`` against per-sample tangents, on the same batch cases as step 3.
+
+On a device where a kernel serves the op (a Triton kernel, a ``register_kernel`` kernel) that
+computes below float64 (e.g. in float32, as Triton kernels do; found by comparing it with the
+fallback on the float64 samples: :mod:`._kernel_precision`), finite differences through it
+are meaningless: steps 1 to 6 run on the fallbacks in float64 instead, and the derivatives
+through the kernels (the backward, which may launch a backward op's kernel, and the jvp) are
+compared with the fallbacks' at that precision's tolerance (``info["kernel_precision"]``,
+``info["finite_differences_on"]`` and a note say so).
 """
 
 from __future__ import annotations
@@ -1106,6 +1114,10 @@ def check_autograd(
     For an op registered with a ``jvp`` (forward mode): ``gradcheck`` with
     ``check_forward_ad=True``, ``<jvp(v), u> == <v, vjp(u)>`` against the backward (if any)
     and (``functorch``) ``jvp(vmap(op))`` and ``vmap(jvp(op))`` against per-sample tangents.
+
+    On a device where a kernel computing below float64 (e.g. a Triton kernel computing in
+    float32) serves the op, the steps above run on the fallbacks, and the derivatives through
+    the kernels are compared with the fallbacks' at that precision's tolerance.
 
     Skipped for ops declared non-differentiable or with neither a backward nor a jvp.
     ``fast_mode`` is passed to the gradchecks and gradgradcheck (default: fast mode when the
