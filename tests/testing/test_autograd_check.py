@@ -16,7 +16,14 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from opreg_core import NotDifferentiableError
-from opreg_testing import CheckFailure, OpNamespace, SampleInput, check_autograd, check_op
+from opreg_testing import (
+    CheckFailure,
+    OpNamespace,
+    SampleInput,
+    check_autograd,
+    check_op,
+    triton_device,
+)
 from opreg_testing.checks._declined import TORCH_ONCE_DIFFERENTIABLE, declined
 from opreg_testing.checks._harness import prepare
 from opreg_testing.checks.autograd import VMAP_HINT, _compare_grads
@@ -397,3 +404,170 @@ def test_a_backward_calling_a_triton_op_without_backward_on_triton_cpu(
     assert result.passed, result.reason
     assert report.device == "triton-cpu" and result.info["once_differentiable"] is True
     assert backward_op.qualname in result.info["declined"]["double backward"]
+
+
+# -- kernels that compute below float64 (Triton's float32 norm) ----------------------------------
+
+
+def _float32_mul_ops(
+    namespace: OpNamespace, *, f32: bool = True, w_grad_scale: float = 1.0, wrong_jvp: bool = False
+) -> tuple[Any, Any]:
+    """``x * w`` as a Triton op whose kernel computes in float32 (``f32``; else in the input
+    dtype), its backward a Triton op without a backward computing ``(g * w, g * x *
+    w_grad_scale)`` the same way, and a PyTorch jvp (``wrong_jvp``: the w tangent dropped). The
+    fallbacks are right; returns (op, backward op)."""
+    import triton
+    import triton.language as tl
+
+    from opreg_kernels import register_triton_op
+
+    @triton.jit
+    def mul_kernel(a_ptr, b_ptr, out_ptr, n, scale, BLOCK: tl.constexpr, F32: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        a = tl.load(a_ptr + offsets, mask=mask)
+        b = tl.load(b_ptr + offsets, mask=mask)
+        if F32:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        tl.store(out_ptr + offsets, (a * b * scale).to(out_ptr.dtype.element_ty), mask=mask)
+
+    def launch(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
+        a, b = a.contiguous(), b.expand_as(a).contiguous()
+        out = torch.empty_like(a)
+        grid = (triton.cdiv(max(a.numel(), 1), 64),)
+        mul_kernel[grid](a, b, out, a.numel(), scale, BLOCK=64, F32=f32)
+        return out
+
+    def mul_backward(g: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+        return g * w, g * x
+
+    backward_op = register_triton_op(
+        mul_backward,
+        name=namespace.qualname("mul_backward"),
+        schema="(Tensor g, Tensor x, Tensor w) -> (Tensor, Tensor)",
+        fake_fn=lambda g, x, w: (torch.empty_like(x), torch.empty_like(w)),
+        triton_fn=lambda g, x, w: (launch(g, w), launch(g, x, w_grad_scale)),
+    )
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+
+    def jvp(ctx: Any, x_t: Tensor | None, w_t: Tensor | None) -> Tensor:
+        x, w = ctx.saved_tensors
+        tangent = torch.zeros_like(x) if x_t is None else x_t * w
+        return tangent if w_t is None or wrong_jvp else tangent + x * w_t
+
+    def mul(x: Tensor, w: Tensor) -> Tensor:
+        return x * w
+
+    def float32_samples(device: torch.device) -> Iterator[SampleInput]:
+        g = torch.Generator().manual_seed(3)
+        x, w = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
+        yield SampleInput((x.to(device), w.to(device)), name="3x5")
+
+    op = register_triton_op(
+        mul,
+        name=namespace.qualname("mul"),
+        schema="(Tensor x, Tensor w) -> Tensor",
+        fake_fn=lambda x, w: torch.empty_like(x),
+        triton_fn=launch,
+        setup_context=setup,
+        backward=lambda ctx, g: backward_op(g, *ctx.saved_tensors),
+        jvp=jvp,
+        sample_inputs=float32_samples,
+    )
+    return op, backward_op
+
+
+@pytest.mark.needs_triton
+def test_a_triton_kernel_computing_in_float32_passes_on_the_fallbacks_finite_differences(
+    opreg_namespace: OpNamespace,
+) -> None:
+    # Issue: finite differences in float64 through a float32 kernel failed a correct op with
+    # "Jacobian mismatch". They now run on the fallbacks; the kernels' derivatives are
+    # compared with the fallbacks' at float32 tolerance.
+    from opreg_kernels import triton_kernel_info
+
+    op, backward_op = _float32_mul_ops(opreg_namespace)
+    report = check_op(op, checks=["autograd", "kernel"], device="triton-cpu")
+    result = report["autograd"]
+    assert result.passed, result.reason
+    assert report["kernel"].passed, report["kernel"].reason
+    assert result.info["kernel_precision"] == "float32"
+    assert "taken off" in result.info["finite_differences_on"]
+    assert result.info["once_differentiable"] is True  # the backward op has no backward
+    assert result.info["forward_ad"] is True
+    assert any("float32 tolerance" in note for note in result.notes), result.notes
+    # the Triton kernels served the CPU again after the fallbacks ran, and are gone after
+    assert "cpu" not in triton_kernel_info(op).device_types
+    assert "cpu" not in triton_kernel_info(backward_op).device_types
+
+
+@pytest.mark.needs_triton
+def test_triton_kernels_taken_off_for_the_fallbacks_serve_again_afterwards(
+    opreg_namespace: OpNamespace,
+) -> None:
+    from opreg_kernels import triton_kernel_info
+
+    op, backward_op = _float32_mul_ops(opreg_namespace)
+    with triton_device("cpu", [op, backward_op]):
+        result = check_autograd(op, functorch=False)
+        assert result.info["kernel_precision"] == "float32"
+        assert "cpu" in triton_kernel_info(op).device_types
+        assert "cpu" in triton_kernel_info(backward_op).device_types
+        x, w = torch.randn(4), torch.randn(4)
+        torch.testing.assert_close(op(x, w), x * w)
+
+
+@pytest.mark.needs_triton
+def test_a_float32_triton_backward_kernel_that_is_wrong_is_caught(
+    opreg_namespace: OpNamespace,
+) -> None:
+    op, _ = _float32_mul_ops(opreg_namespace, w_grad_scale=0.5)
+    report = check_op(op, checks=["autograd"], device="triton-cpu")
+    failure = report["autograd"].failure
+    assert failure is not None, report.summary()
+    assert "backward (vjp) through the Triton kernels on 'cpu' differs" in failure.problem
+    assert failure.mismatch is not None and failure.mismatch.where == "the gradient of w"
+    assert failure.case is not None and "float32 tolerance" in failure.case
+
+
+@pytest.mark.needs_triton
+def test_a_wrong_jvp_of_a_float32_triton_op_is_caught_on_the_fallbacks(
+    opreg_namespace: OpNamespace,
+) -> None:
+    op, _ = _float32_mul_ops(opreg_namespace, wrong_jvp=True)
+    report = check_op(op, checks=["autograd"], device="triton-cpu")
+    failure = report["autograd"].failure
+    assert failure is not None, report.summary()
+    assert "the jvp disagrees with finite differences" in failure.problem
+    assert failure.case is not None and failure.case.endswith("taken off)")
+
+
+@pytest.mark.needs_triton
+def test_a_triton_kernel_computing_in_float64_keeps_finite_differences_on_the_kernel(
+    opreg_namespace: OpNamespace,
+) -> None:
+    # No weakening for kernels that compute in the input dtype: finite differences run through
+    # the kernels, so a wrong backward kernel fails gradcheck itself.
+    op, _ = _float32_mul_ops(opreg_namespace, f32=False)
+    result = check_op(op, checks=["autograd"], device="triton-cpu")["autograd"]
+    assert result.passed, result.reason
+    assert result.info["kernel_precision"] == "float64"
+    assert "finite_differences_on" not in result.info
+
+    other = OpNamespace(opreg_namespace.name + "_wrong")
+    wrong, _ = _float32_mul_ops(other, f32=False, w_grad_scale=0.5)
+    try:
+        failure = check_op(wrong, checks=["autograd"], device="triton-cpu")["autograd"].failure
+    finally:
+        other.clear()
+    assert failure is not None and failure.case is not None
+    assert failure.case.startswith("gradcheck, float64") and "taken off" not in failure.case
+
+
+def test_an_op_without_kernel_reports_no_kernel_precision(register: Register) -> None:
+    op = register_sin(register, lambda ctx, g: g * torch.cos(ctx.saved_tensors[0]))
+    result = check_autograd(op)
+    assert "kernel_precision" not in result.info and "finite_differences_on" not in result.info

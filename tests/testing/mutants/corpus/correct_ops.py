@@ -703,3 +703,19 @@ CORRECT += [
         _pair_func_rules,
     ),
 ]
+
+
+# -- Triton kernels computing in float32 (finite differences on the fallbacks) ----------------
+
+CORRECT += [
+    _triton(
+        "triton_rmsnorm_float32",
+        "RMSNorm whose Triton kernels compute in float32, its backward a Triton op without a "
+        "backward (examples/triton_rmsnorm.py): once differentiable (interpreter)",
+    ),
+    _triton(
+        "triton_rmsnorm_input_dtype",
+        "RMSNorm whose Triton kernels compute in the input dtype (float64 for float64 inputs), "
+        "its backward a Triton op without a backward (interpreter)",
+    ),
+]

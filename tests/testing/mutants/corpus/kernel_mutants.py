@@ -111,4 +111,28 @@ MUTANTS = [
     ),
 ]
 
+
+# Kernels computing in float32: the autograd check runs finite differences on the fallbacks
+# and compares the kernels' derivatives with the fallbacks' (float32 tolerance).
+MUTANTS += [
+    _triton(
+        "triton_backward_drops_rstd_term",
+        "autograd",
+        "RMSNorm's Triton backward kernel (float32, a backward op) drops the rstd-coupling term "
+        "of dx; the fallbacks are right",
+    ),
+    _triton(
+        "triton_backward_halves_dw",
+        "autograd",
+        "RMSNorm's Triton backward kernel (float32, a backward op) scales dw by 0.5; the "
+        "fallbacks are right",
+    ),
+    _triton(
+        "triton_float32_forward_wrong_torch_backward",
+        "autograd",
+        "RMSNorm's Triton forward kernel computes in float32 and is right; its PyTorch "
+        "backward drops the rstd-coupling term of dx",
+    ),
+]
+
 __all__ = ["MUTANTS"]

@@ -207,3 +207,205 @@ CORRECT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {
     "triton_center": lambda ns: _center_op(ns, "triton_center", launch_center_batched),
     "once_differentiable_triton": _once_differentiable_triton,
 }
+
+
+# -- RMSNorm computing in float32, with a Triton backward op (examples/triton_rmsnorm.py) --------
+# Finite differences in float64 are meaningless through kernels that compute in float32: the
+# autograd check runs them on the fallbacks and compares the kernels' derivatives with the
+# fallbacks' at float32 tolerance. These entries must be judged right on the Triton path.
+
+
+@triton.jit
+def _rms_fwd_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr, F32: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    if F32:
+        x = x.to(tl.float32)
+        w = w.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rms_bwd_kernel(
+    g_ptr,
+    x_ptr,
+    w_ptr,
+    dx_ptr,
+    dw_rows_ptr,
+    n_cols,
+    eps,
+    dw_scale,
+    BLOCK: tl.constexpr,
+    F32: tl.constexpr,
+    COUPLING: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    g = tl.load(g_ptr + row + cols, mask=mask, other=0.0)
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    if F32:
+        g = g.to(tl.float32)
+        x = x.to(tl.float32)
+        w = w.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    gw = g * w
+    dx = rstd * gw
+    if COUPLING:  # the term through rstd's dependence on the whole row
+        dx = dx - x * (rstd * rstd * rstd) * (tl.sum(gw * x, axis=0) / n_cols)
+    tl.store(dx_ptr + row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dw_rows_ptr + row + cols, (g * x * rstd * dw_scale).to(tl.float32), mask=mask)
+
+
+def _rows(x: Tensor) -> Tensor:
+    return x.contiguous().view(-1, x.shape[-1])
+
+
+def launch_rms_norm(x: Tensor, w: Tensor, eps: float, f32: bool = True) -> Tensor:
+    x2 = _rows(x)
+    y = torch.empty_like(x2)
+    block = triton.next_power_of_2(x2.shape[1])
+    _rms_fwd_kernel[(x2.shape[0],)](x2, w.contiguous(), y, x2.shape[1], eps, BLOCK=block, F32=f32)
+    return y.view(x.shape)
+
+
+def launch_rms_norm_backward(
+    g: Tensor,
+    x: Tensor,
+    w: Tensor,
+    eps: float,
+    f32: bool = True,
+    coupling: bool = True,
+    dw_scale: float = 1.0,
+) -> tuple[Tensor, Tensor]:
+    g2, x2 = _rows(g), _rows(x)
+    dx = torch.empty_like(x2)
+    dw_rows = torch.empty(x2.shape, dtype=torch.float32, device=x.device)
+    block = triton.next_power_of_2(x2.shape[1])
+    _rms_bwd_kernel[(x2.shape[0],)](
+        g2, x2, w.contiguous(), dx, dw_rows, x2.shape[1], eps, dw_scale,
+        BLOCK=block, F32=f32, COUPLING=coupling,
+    )  # fmt: skip
+    dw = dw_rows.sum(0) if f32 else dw_rows.double().sum(0)
+    return dx.view(x.shape), dw.to(w.dtype)
+
+
+def rms_norm_reference(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps).contiguous()
+
+
+def rms_norm_backward_reference(
+    g: Tensor, x: Tensor, w: Tensor, eps: float, coupling: bool = True
+) -> tuple[Tensor, Tensor]:
+    """(dx, dw) of RMSNorm in PyTorch (``coupling=False``: wrong, the rstd term dropped)."""
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    gw = g * w
+    dx = rstd * gw
+    if coupling:
+        dx = dx - x * rstd.pow(3) * (gw * x).mean(-1, keepdim=True)
+    dw = (g * x * rstd).reshape(-1, x.shape[-1]).sum(0)
+    return dx.contiguous(), dw
+
+
+def rms_samples(device: torch.device) -> Iterator[SampleInput]:
+    """Rows of 8 and 12 (a masked block), float32 (the autograd check widens them to float64;
+    the kernel check holds float64 inputs to float64 precision, which these kernels lack)."""
+    w8 = torch.rand(8, generator=torch.Generator().manual_seed(51)) + 0.5
+    yield SampleInput((randn(3, 8, seed=52).to(device), w8.to(device), 1e-6), name="3x8")
+    w12 = torch.rand(12, generator=torch.Generator().manual_seed(53)) + 0.5
+    yield SampleInput((randn(2, 12, seed=54).to(device), w12.to(device), 1e-6), name="2x12")
+
+
+def _rms_fake(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    return contiguous_like(x)
+
+
+def _rms_backward_fake(g: Tensor, x: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    return contiguous_like(x), torch.empty(w.shape, dtype=w.dtype, device=w.device)
+
+
+def _rms_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    x, w, eps = inputs
+    ctx.save_for_backward(x, w)
+    ctx.eps = eps
+
+
+def _rms_norm_op(
+    ns: OpNamespace,
+    name: str,
+    *,
+    f32: bool = True,
+    coupling: bool = True,
+    dw_scale: float = 1.0,
+    torch_backward: Callable[..., Any] | None = None,
+) -> VmapOp[Any, Any]:
+    """RMSNorm as two Triton ops (forward, and a backward op registered without a backward,
+    called by the forward's backward), both with right PyTorch fallbacks. ``f32``: the kernels
+    compute in float32 (else in the input dtype); ``coupling``/``dw_scale``: the backward
+    kernel keeps the rstd-coupling term of dx and scales dw; ``torch_backward``: a PyTorch
+    backward instead of the backward op."""
+
+    def launch_backward(g: Tensor, x: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+        return launch_rms_norm_backward(g, x, w, eps, f32, coupling, dw_scale)
+
+    backward_op = register_triton_op(
+        rms_norm_backward_reference,
+        name=ns.qualname(f"{name}_backward"),
+        schema="(Tensor g, Tensor x, Tensor w, float eps) -> (Tensor, Tensor)",
+        fake_fn=_rms_backward_fake,
+        triton_fn=launch_backward,
+        triton_device_types="cpu",
+    )
+
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, None]:
+        x, w = ctx.saved_tensors
+        if torch_backward is not None:
+            dx, dw = torch_backward(g, x, w, ctx.eps)
+        else:
+            dx, dw = backward_op(g, x, w, ctx.eps)
+        return dx, dw, None
+
+    return register_triton_op(
+        rms_norm_reference,
+        name=ns.qualname(name),
+        schema="(Tensor x, Tensor w, float eps) -> Tensor",
+        fake_fn=_rms_fake,
+        triton_fn=lambda x, w, eps: launch_rms_norm(x, w, eps, f32),
+        triton_device_types="cpu",
+        setup_context=_rms_setup,
+        backward=backward,
+        sample_inputs=rms_samples,
+    )
+
+
+MUTANT_BUILDERS.update(
+    {
+        "triton_backward_drops_rstd_term": lambda ns: _rms_norm_op(
+            ns, "triton_backward_drops_rstd_term", coupling=False
+        ),
+        "triton_backward_halves_dw": lambda ns: _rms_norm_op(
+            ns, "triton_backward_halves_dw", dw_scale=0.5
+        ),
+        "triton_float32_forward_wrong_torch_backward": lambda ns: _rms_norm_op(
+            ns,
+            "triton_float32_forward_wrong_torch_backward",
+            torch_backward=lambda g, x, w, eps: rms_norm_backward_reference(
+                g, x, w, eps, coupling=False
+            ),
+        ),
+    }
+)
+
+CORRECT_BUILDERS.update(
+    {
+        "triton_rmsnorm_float32": lambda ns: _rms_norm_op(ns, "triton_rmsnorm_float32"),
+        "triton_rmsnorm_input_dtype": lambda ns: _rms_norm_op(
+            ns, "triton_rmsnorm_input_dtype", f32=False
+        ),
+    }
+)

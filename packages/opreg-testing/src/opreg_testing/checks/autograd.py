@@ -34,6 +34,14 @@ reported: ``info["forward_ad"]`` False, the error in ``info["declined"]``):
    output gradients ``u`` (the jvp and the backward are transposes of one Jacobian).
 6. (option ``functorch``) ``jvp(vmap(op))`` (the batched op's jvp, derived from the user's)
    and ``vmap(jvp(op))`` against per-sample tangents, on the same batch cases as step 3.
+
+On a device where a kernel serves the op (a Triton kernel, a ``register_kernel`` kernel) that
+computes below float64 (e.g. in float32, as Triton kernels do; found by comparing it with the
+fallback on the float64 samples: :mod:`._kernel_precision`), finite differences through it
+are meaningless: steps 1 to 6 run on the fallbacks in float64 instead, and the derivatives
+through the kernels (the backward, which may launch a backward op's kernel, and the jvp) are
+compared with the fallbacks' at that precision's tolerance (``info["kernel_precision"]``,
+``info["finite_differences_on"]`` and a note say so).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -50,12 +59,21 @@ from torch.autograd.gradcheck import GradcheckError
 from opreg_core import SampleInput
 
 from .._private import tree_leaves
-from ..compare import Mismatch, Tolerance, compare, compare_tensors
+from ..compare import Mismatch, Tolerance, compare, compare_tensors, tolerance_for
+from ..errors import CheckFailure
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
 from ._declined import TORCH_ONCE_DIFFERENTIABLE, declined
 from ._harness import Check, CheckContext, Skip, format_exception
+from ._kernel_precision import (
+    FallbackPath,
+    dtype_name,
+    fallback_path,
+    kernel_precision,
+    kernel_served,
+    kernel_words,
+)
 from ._vmap_cases import (
     Entries,
     Level,
@@ -466,6 +484,79 @@ def _compare_tangents(
         )
 
 
+# -- the kernel's derivatives against the fallback's -------------------------------------------
+
+#: Why the kernel's derivatives can differ from the fallback's when finite differences passed.
+KERNEL_DERIVATIVE_HINT = (
+    "finite differences passed on the fallbacks, so the derivative formula is right but the "
+    "kernel path computes it wrongly: a Triton backward kernel (a backward op's kernel) that "
+    "drops or scales a term, or a backward that uses something only the kernel's forward "
+    "saves; expected = the fallbacks' derivative, actual = the kernel's"
+)
+
+
+def _vjp(inputs: Inputs, fn: Callable[..., Any]) -> tuple[torch.Tensor, ...]:
+    """The gradients of every input for fixed random output gradients (zeros where none)."""
+    xs = inputs.fresh()
+    outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+    if not outs:
+        return tuple(torch.zeros_like(x) for x in xs)
+    grads = torch.autograd.grad(outs, xs, _weights(outs), allow_unused=True)
+    return tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, grads, strict=True))
+
+
+def _jvp(inputs: Inputs, fn: Callable[..., Any]) -> list[torch.Tensor]:
+    """The tangents of the floating outputs for fixed random input tangents."""
+    xs = tuple(t.detach() for t in inputs.flat())
+    g = torch.Generator().manual_seed(2468)
+    vs = tuple(_random_like(x, g) for x in xs)
+    return list(torch.func.jvp(lambda *a: tuple(_floating_outputs(fn(*a))), xs, vs)[1])
+
+
+def _kernel_derivatives(
+    ctx: CheckContext,
+    kernel: Inputs,
+    fallback: Inputs,
+    path: FallbackPath,
+    precision: torch.dtype,
+    backward: bool,
+    forward: bool,
+) -> None:
+    """The kernel's vjp (its backward, which may launch kernels of its own through a backward
+    op) and jvp against the fallbacks' at the same float64 inputs, at ``precision``'s
+    tolerance (the kernel computes at ``precision``)."""
+    tol = tolerance_for(precision, ctx.tolerance)
+    names = kernel.names(ctx.target.arg_names)
+    sample = kernel.sample
+    label, words = dtype_name(precision), kernel_words(ctx)
+    modes: list[tuple[str, Callable[[Inputs, Callable[..., Any]], Any]]] = []
+    if backward:
+        modes.append(("backward (vjp)", _vjp))
+    if forward:
+        modes.append(("jvp", _jvp))
+    for what, derive in modes:
+        case = f"{what}: {words} vs the fallbacks, float64 inputs, {label} tolerance"
+        with ctx.step(f"the {what} on the fallbacks", sample, case), path.serving():
+            expected = derive(fallback, fallback.function(ctx.target.call))
+        with ctx.step(f"the {what} on the kernel", sample, case):
+            actual = derive(kernel, kernel.function(ctx.target.call))
+        where = (
+            [f"the gradient of {n}" for n in names]
+            if what != "jvp"
+            else [f"the tangent of output {i}" for i in range(len(actual))]
+        )
+        for name, e, a in zip(where, expected, actual, strict=True):
+            found = compare_tensors(e.to(a.device), a, name, tol)
+            if found is not None:
+                raise ctx.failure(
+                    f"the {what} through {words} differs from the fallbacks' "
+                    f"({KERNEL_DERIVATIVE_HINT})",
+                    sample,
+                    case,
+                    mismatch=found,
+                )
+
+
 # -- second order --------------------------------------------------------------------------------
 
 
@@ -839,43 +930,145 @@ def _validate(options: AutogradOptions) -> None:
 
 def run_autograd(ctx: CheckContext, options: AutogradOptions) -> None:
     """The body of the autograd check (see :func:`check_autograd`)."""
-    functorch, fast_mode, gradgrad = options["functorch"], options["fast_mode"], options["gradgrad"]
-    nested = options["nested"]
+    functorch, fast_mode = options["functorch"], options["fast_mode"]
     _needs_grad(ctx)
     op = ctx.target.opreg
     backward = op is None or op.has_backward
     forward = op is not None and op.has_jvp
     doubled = [to_double(s) for s in ctx.samples]
+    path, precision = _where_finite_differences_run(ctx, doubled)
+    on_path = doubled if path is None else [path.move(s) for s in doubled]
     checked = cases = forward_cases = 0
     declined_by: dict[str, str] = {}  # what the op declines clearly -> the error saying so
-    for sample in doubled:
+    for original, sample in zip(doubled, on_path, strict=True):
         positions = diff_positions(sample)
         if not positions:
             continue
         inputs = Inputs(sample, tuple(positions))
         numel = sum(t.numel() for t in inputs.flat())
         fast = numel > 64 if fast_mode is None else fast_mode
-        entries = batch_entries(sample, doubled, options["batch_entries"]) if functorch else None
-        if backward:
-            _gradcheck(ctx, inputs, fast)
-            if gradgrad:
-                refusal = _gradgradcheck(ctx, inputs, fast)
-                if refusal is not None:
-                    declined_by.setdefault(DOUBLE_BACKWARD, refusal)
-            if not forward and op is not None and FORWARD_AD not in declined_by:
-                declined_by[FORWARD_AD] = _forward_declined(ctx, inputs)
-            if entries is not None:
-                cases += _functorch(ctx, sample, positions, entries, nested)
-        if forward:
-            _forward_gradcheck(ctx, inputs, fast)
-            if backward:
-                _jvp_matches_backward(ctx, inputs)
-            if entries is not None:
-                forward_cases += _forward_functorch(ctx, sample, positions, entries, nested)
+        entries = batch_entries(sample, on_path, options["batch_entries"]) if functorch else None
+        try:
+            with nullcontext() if path is None else path.serving():
+                counted = _finite_differences(
+                    ctx, inputs, fast, options, entries, declined_by, backward, forward
+                )
+        except CheckFailure as failure:
+            if path is None:
+                raise
+            raise _on_fallbacks(failure, path) from failure
+        cases += counted[0]
+        forward_cases += counted[1]
+        if path is not None and precision is not None:
+            _kernel_derivatives(
+                ctx, Inputs(original, tuple(positions)), inputs, path, precision, backward, forward
+            )
         checked += 1
     if not checked:
         raise Skip("no sample has a floating-point tensor argument to differentiate")
-    ctx.info.update(samples=checked, functorch=functorch, gradgrad=gradgrad and backward)
+    ctx.info["samples"] = checked
+    _report(ctx, options, backward, forward, cases, forward_cases, declined_by)
+    if precision is not None:
+        _report_precision(ctx, path, precision)
+
+
+def _report_precision(ctx: CheckContext, path: FallbackPath | None, precision: torch.dtype) -> None:
+    """``info["kernel_precision"]``, and where the finite differences ran when not on the
+    kernel (``info["finite_differences_on"]`` and a note)."""
+    label = ctx.info["kernel_precision"] = dtype_name(precision)
+    if precision == torch.float64:
+        return
+    kernel = kernel_words(ctx)
+    if path is None:
+        ctx.info["finite_differences_on"] = "the kernels"
+        ctx.notes.append(
+            f"{kernel} compute in {label}, but no fallback path could be set up (a registered "
+            f"kernel serves both {ctx.device.type!r} and the CPU): finite differences in "
+            "float64 ran through the kernels"
+        )
+        return
+    ctx.info["finite_differences_on"] = path.where
+    ctx.notes.append(
+        f"{kernel} compute in {label}: finite differences in float64 on {path.where}; the "
+        f"derivatives through the kernels compared with the fallbacks' at {label} tolerance"
+    )
+
+
+def _on_fallbacks(failure: CheckFailure, path: FallbackPath) -> CheckFailure:
+    """A failure of the finite-difference steps, its case saying they ran on the fallbacks."""
+    case = f"{failure.case}, on {path.where}" if failure.case else f"on {path.where}"
+    return CheckFailure(
+        failure.op,
+        failure.check,
+        failure.problem,
+        sample=failure.sample,
+        case=case,
+        mismatch=failure.mismatch,
+    )
+
+
+def _where_finite_differences_run(
+    ctx: CheckContext, doubled: list[SampleInput]
+) -> tuple[FallbackPath | None, torch.dtype | None]:
+    """Where the finite-difference checks run, and the precision of the kernel serving the
+    device (None: no kernel serves it). They run on the op as called (path None) unless a
+    kernel that computes below float64 serves the device: then on the fallbacks."""
+    op = kernel_served(ctx)
+    if op is None:
+        return None, None
+    precision = kernel_precision(ctx, op, doubled)
+    if precision is None or precision == torch.float64:
+        return None, precision
+    return fallback_path(ctx), precision
+
+
+def _finite_differences(
+    ctx: CheckContext,
+    inputs: Inputs,
+    fast: bool,
+    options: AutogradOptions,
+    entries: Entries | None,
+    declined_by: dict[str, str],
+    backward: bool,
+    forward: bool,
+) -> tuple[int, int]:
+    """Steps 1 to 6 of the module docstring on one sample: the vmap cases of the backward and
+    of the jvp checked."""
+    op = ctx.target.opreg
+    sample, positions = inputs.sample, list(inputs.positions)
+    gradgrad, nested = options["gradgrad"], options["nested"]
+    cases = forward_cases = 0
+    if backward:
+        _gradcheck(ctx, inputs, fast)
+        if gradgrad:
+            refusal = _gradgradcheck(ctx, inputs, fast)
+            if refusal is not None:
+                declined_by.setdefault(DOUBLE_BACKWARD, refusal)
+        if not forward and op is not None and FORWARD_AD not in declined_by:
+            declined_by[FORWARD_AD] = _forward_declined(ctx, inputs)
+        if entries is not None:
+            cases += _functorch(ctx, sample, positions, entries, nested)
+    if forward:
+        _forward_gradcheck(ctx, inputs, fast)
+        if backward:
+            _jvp_matches_backward(ctx, inputs)
+        if entries is not None:
+            forward_cases += _forward_functorch(ctx, sample, positions, entries, nested)
+    return cases, forward_cases
+
+
+def _report(
+    ctx: CheckContext,
+    options: AutogradOptions,
+    backward: bool,
+    forward: bool,
+    cases: int,
+    forward_cases: int,
+    declined_by: dict[str, str],
+) -> None:
+    """What the passing check tells: its info and notes."""
+    functorch, gradgrad = options["functorch"], options["gradgrad"]
+    ctx.info.update(functorch=functorch, gradgrad=gradgrad and backward)
     if gradgrad and backward:
         ctx.info["once_differentiable"] = DOUBLE_BACKWARD in declined_by
     if functorch and backward:
@@ -921,6 +1114,10 @@ def check_autograd(
     For an op registered with a ``jvp`` (forward mode): ``gradcheck`` with
     ``check_forward_ad=True``, ``<jvp(v), u> == <v, vjp(u)>`` against the backward (if any)
     and (``functorch``) ``jvp(vmap(op))`` and ``vmap(jvp(op))`` against per-sample tangents.
+
+    On a device where a kernel computing below float64 (e.g. a Triton kernel computing in
+    float32) serves the op, the steps above run on the fallbacks, and the derivatives through
+    the kernels are compared with the fallbacks' at that precision's tolerance.
 
     Skipped for ops declared non-differentiable or with neither a backward nor a jvp.
     ``fast_mode`` is passed to the gradchecks and gradgradcheck (default: fast mode when the
