@@ -14,8 +14,9 @@ The rules (:func:`rules`):
 - ``vmap_fn``/``fake_vmap_fn``: ``torch.vmap`` of the wrapper over the leading dim;
 - backward: ``torch.func.vjp`` of the wrapper at the saved inputs;
 - jvp: ``torch.func.jvp`` of the wrapper at the saved inputs, where the native op supports
-  forward AD (OpInfo's ``supports_forward_ad``); without it no jvp, so opreg raises its clear
-  error in forward mode, as the native op raises.
+  forward AD (OpInfo's ``supports_forward_ad``, or ``torch.func.jvp`` of it works on the
+  sample); without it no jvp, so opreg raises its clear error in forward mode, as the native
+  op raises.
 """
 
 from __future__ import annotations
@@ -205,7 +206,8 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         num_outputs=n_out,
         float_outputs=tuple(k for k, o in enumerate(out_leaves) if o.dtype.is_floating_point),
         supports_autograd=bool(opinfo.supports_autograd),
-        supports_forward_ad=bool(opinfo.supports_forward_ad),
+        supports_forward_ad=bool(opinfo.supports_forward_ad)
+        or _forward_ad_ok(call, args, opinfo.supports_autograd),
         supports_gradgrad=bool(opinfo.supports_gradgrad),
         layout_dependent=any(
             getattr(d, "test_name", None) == "test_noncontiguous_samples"
@@ -227,6 +229,28 @@ def _differentiable(
     kept = tuple(i for i in floats if _grad_ok(call, args, (i,)))
     notes.extend(f"a{i}: the native op does not differentiate it" for i in floats if i not in kept)
     return kept
+
+
+def _forward_ad_ok(call: Callable[..., Any], args: tuple[Any, ...], autograd: bool) -> bool:
+    """Whether ``torch.func.jvp`` of the native op works on the sample (OpInfo's
+    ``supports_forward_ad`` is False for some ops whose forward AD works on a sample, e.g.
+    linear_cross_entropy's chunked variant): an author writes a jvp where forward AD works."""
+    floats = tuple(i for i, a in enumerate(args) if is_float(a))
+    if not autograd or not floats:
+        return False
+
+    def fn(*diff: torch.Tensor) -> Any:
+        a = list(args)
+        for i, t in zip(floats, diff, strict=True):
+            a[i] = t
+        return tuple(o for o in _opaque_leaves(call(*a)) if o.dtype.is_floating_point)
+
+    primals = tuple(args[i] for i in floats)
+    try:
+        torch.func.jvp(fn, primals, tuple(torch.ones_like(p) for p in primals))
+    except Exception:  # the native op's forward AD raises: no jvp, as OpInfo says
+        return False
+    return True
 
 
 def _grad_ok(call: Callable[..., Any], args: tuple[Any, ...], positions: tuple[int, ...]) -> bool:
