@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from opreg_core import SampleInput, VmapOp, register_vmap_op
 
@@ -104,6 +105,53 @@ class OpCase:
         return (out,) if self.num_outputs == 1 else tuple(out)
 
 
+#: The aten ops that allocate without writing (the memory holds whatever was there).
+_EMPTY_OPS = frozenset(
+    ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+)
+
+
+class _WatchAllocations(TorchDispatchMode):
+    """Records the storages that an empty-family op allocated and no later op wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unwritten: set[int] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        if schema.name.split("::")[-1] in _EMPTY_OPS:
+            self.unwritten.update(
+                o.untyped_storage().data_ptr()
+                for o in pytree.tree_leaves(out)
+                if isinstance(o, torch.Tensor)
+            )
+        elif schema.is_mutable:
+            written = [a for a, d in zip(args, schema.arguments, strict=False) if d.is_write]
+            for t in (*written, *kwargs.values()):
+                if isinstance(t, torch.Tensor):
+                    self.unwritten.discard(t.untyped_storage().data_ptr())
+        return out
+
+
+def _returns_uninitialized(call: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether the op returns memory that it allocated and never wrote (new_empty_strided):
+    comparing two calls alone finds that only when the freed memory happens to differ."""
+    watch = _WatchAllocations()
+    try:
+        with torch.no_grad(), watch:
+            out = call(*args)
+    except Exception:  # the watched call is evidence only when it runs
+        return False
+    return any(
+        o.numel() and o.untyped_storage().data_ptr() in watch.unwritten
+        for o in _opaque_leaves(out)
+        if isinstance(o, torch.Tensor)
+    )
+
+
 def _opaque_leaves(value: Any) -> list[Any]:
     leaves, _ = pytree.tree_flatten(value)
     return leaves
@@ -166,13 +214,18 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
     if any(o.dtype.is_complex for o in out_leaves):
         raise NotExpressible("returns a complex tensor (the sweep runs real dtypes)")
     again_leaves = _opaque_leaves(again)
-    if len(again_leaves) != len(out_leaves) or any(
-        a.shape != b.shape or not torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
-        for a, b in zip(out_leaves, again_leaves, strict=True)
+    if (
+        _returns_uninitialized(call, args)
+        or len(again_leaves) != len(out_leaves)
+        or any(
+            a.shape != b.shape or not torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
+            for a, b in zip(out_leaves, again_leaves, strict=True)
+        )
     ):
         raise NotExpressible(
-            "nondeterministic: two calls on the same inputs differ (random or uninitialized "
-            "output), so no two ways of running it can be compared"
+            "nondeterministic: two calls on the same inputs differ, or it returns memory it "
+            "never wrote (random or uninitialized output), so no two ways of running it can be "
+            "compared"
         )
     inputs = [a for a in args if isinstance(a, torch.Tensor)]
     in_storages = _storages(inputs)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
-from .build import OpCase, build_case
+from .build import NotExpressible, OpCase, build_case
 from .outcomes import BACKWARD_UNDER_VMAP, CANNOT_BATCH, Tally
 from .sweep import full_name, op_db, samples, sweep_case, twin_result
 from .transforms import backward_under_vmap_error, expanded_rule_error, native_vmap_error
@@ -69,3 +70,14 @@ def test_twin_opcheck_runs_with_inputs_that_require_grad() -> None:
     twin = twin_result(_case("special.entr"), "opcheck")
     assert twin is not None and "Gradients of the operator are different" in twin
     assert twin_result(_case("sin"), "opcheck") is None
+
+
+def test_uninitialized_output_is_nondeterministic() -> None:
+    """new_empty_strided returns uninitialized memory: the build refuses it every time, not
+    only when two calls happen to find different leftovers in freed memory."""
+    opinfo: Any = next(o for o in op_db() if full_name(o) == "new_empty_strided")
+    index, sample = next(samples(opinfo, torch.float64, 1, Tally()))
+    for _ in range(5):
+        with pytest.raises(NotExpressible, match="nondeterministic"):
+            build_case(opinfo, sample, index, torch.float64)
+    assert _case("zeros_like").out_shapes  # an op that writes its allocation is kept
