@@ -14,8 +14,9 @@ The rules (:func:`rules`):
 - ``vmap_fn``/``fake_vmap_fn``: ``torch.vmap`` of the wrapper over the leading dim;
 - backward: ``torch.func.vjp`` of the wrapper at the saved inputs;
 - jvp: ``torch.func.jvp`` of the wrapper at the saved inputs, where the native op supports
-  forward AD (OpInfo's ``supports_forward_ad``); without it no jvp, so opreg raises its clear
-  error in forward mode, as the native op raises.
+  forward AD (OpInfo's ``supports_forward_ad``, or ``torch.func.jvp`` of it works on the
+  sample); without it no jvp, so opreg raises its clear error in forward mode, as the native
+  op raises.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from opreg_core import SampleInput, VmapOp, register_vmap_op
 
@@ -103,6 +105,53 @@ class OpCase:
         return (out,) if self.num_outputs == 1 else tuple(out)
 
 
+#: The aten ops that allocate without writing (the memory holds whatever was there).
+_EMPTY_OPS = frozenset(
+    ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided")
+)
+
+
+class _WatchAllocations(TorchDispatchMode):
+    """Records the storages that an empty-family op allocated and no later op wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unwritten: set[int] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        if schema.name.split("::")[-1] in _EMPTY_OPS:
+            self.unwritten.update(
+                o.untyped_storage().data_ptr()
+                for o in pytree.tree_leaves(out)
+                if isinstance(o, torch.Tensor)
+            )
+        elif schema.is_mutable:
+            written = [a for a, d in zip(args, schema.arguments, strict=False) if d.is_write]
+            for t in (*written, *kwargs.values()):
+                if isinstance(t, torch.Tensor):
+                    self.unwritten.discard(t.untyped_storage().data_ptr())
+        return out
+
+
+def _returns_uninitialized(call: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether the op returns memory that it allocated and never wrote (new_empty_strided):
+    comparing two calls alone finds that only when the freed memory happens to differ."""
+    watch = _WatchAllocations()
+    try:
+        with torch.no_grad(), watch:
+            out = call(*args)
+    except Exception:  # the watched call is evidence only when it runs
+        return False
+    return any(
+        o.numel() and o.untyped_storage().data_ptr() in watch.unwritten
+        for o in _opaque_leaves(out)
+        if isinstance(o, torch.Tensor)
+    )
+
+
 def _opaque_leaves(value: Any) -> list[Any]:
     leaves, _ = pytree.tree_flatten(value)
     return leaves
@@ -165,13 +214,18 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
     if any(o.dtype.is_complex for o in out_leaves):
         raise NotExpressible("returns a complex tensor (the sweep runs real dtypes)")
     again_leaves = _opaque_leaves(again)
-    if len(again_leaves) != len(out_leaves) or any(
-        a.shape != b.shape or not torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
-        for a, b in zip(out_leaves, again_leaves, strict=True)
+    if (
+        _returns_uninitialized(call, args)
+        or len(again_leaves) != len(out_leaves)
+        or any(
+            a.shape != b.shape or not torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5))
+            for a, b in zip(out_leaves, again_leaves, strict=True)
+        )
     ):
         raise NotExpressible(
-            "nondeterministic: two calls on the same inputs differ (random or uninitialized "
-            "output), so no two ways of running it can be compared"
+            "nondeterministic: two calls on the same inputs differ, or it returns memory it "
+            "never wrote (random or uninitialized output), so no two ways of running it can be "
+            "compared"
         )
     inputs = [a for a in args if isinstance(a, torch.Tensor)]
     in_storages = _storages(inputs)
@@ -205,7 +259,8 @@ def build_case(opinfo: Any, sample: Any, index: int, dtype: torch.dtype) -> OpCa
         num_outputs=n_out,
         float_outputs=tuple(k for k, o in enumerate(out_leaves) if o.dtype.is_floating_point),
         supports_autograd=bool(opinfo.supports_autograd),
-        supports_forward_ad=bool(opinfo.supports_forward_ad),
+        supports_forward_ad=bool(opinfo.supports_forward_ad)
+        or _forward_ad_ok(call, args, opinfo.supports_autograd),
         supports_gradgrad=bool(opinfo.supports_gradgrad),
         layout_dependent=any(
             getattr(d, "test_name", None) == "test_noncontiguous_samples"
@@ -227,6 +282,28 @@ def _differentiable(
     kept = tuple(i for i in floats if _grad_ok(call, args, (i,)))
     notes.extend(f"a{i}: the native op does not differentiate it" for i in floats if i not in kept)
     return kept
+
+
+def _forward_ad_ok(call: Callable[..., Any], args: tuple[Any, ...], autograd: bool) -> bool:
+    """Whether ``torch.func.jvp`` of the native op works on the sample (OpInfo's
+    ``supports_forward_ad`` is False for some ops whose forward AD works on a sample, e.g.
+    linear_cross_entropy's chunked variant): an author writes a jvp where forward AD works."""
+    floats = tuple(i for i, a in enumerate(args) if is_float(a))
+    if not autograd or not floats:
+        return False
+
+    def fn(*diff: torch.Tensor) -> Any:
+        a = list(args)
+        for i, t in zip(floats, diff, strict=True):
+            a[i] = t
+        return tuple(o for o in _opaque_leaves(call(*a)) if o.dtype.is_floating_point)
+
+    primals = tuple(args[i] for i in floats)
+    try:
+        torch.func.jvp(fn, primals, tuple(torch.ones_like(p) for p in primals))
+    except Exception:  # the native op's forward AD raises: no jvp, as OpInfo says
+        return False
+    return True
 
 
 def _grad_ok(call: Callable[..., Any], args: tuple[Any, ...], positions: tuple[int, ...]) -> bool:

@@ -10,12 +10,15 @@ Categories (a case is one op, one sample, one way of running it, or one check_op
 - ``torch_cant``: PyTorch itself can't (the native op raises too, or a documented torch limit
   of :data:`TORCH_LIMITS`, each shown by a test with ``torch.library.custom_op``): a clear
   error, never a wrong value;
-- ``rule_cant``: the generic ``vmap_fn`` (``torch.vmap`` of the native op over every tensor
-  argument) raises on its own on what opreg's documented contract gives it: every tensor
-  argument batched, an unbatched one expanded (:data:`EXPANDED_INPUT`). The native op cannot
-  batch that argument at all (masked_select's mask: a data-dependent shape), so an author's
-  rule must leave it out of the vmap, or the op must loop (no ``vmap_fn``). A clear error
-  from the user's own rule, never a wrong value; listed, not a defect of opreg's;
+- ``rule_cant``: a generic rule raises on its own on what opreg's documented contract gives
+  it (:data:`RULE_CANT`, each shown by running the rule alone): the ``vmap_fn``
+  (``torch.vmap`` of the native op over every tensor argument) with an unbatched argument
+  expanded (:data:`EXPANDED_INPUT`: the native op cannot batch it at all, masked_select's
+  mask), or with every argument batched where the native op has no batching rule
+  (:data:`CANNOT_BATCH`); the backward run under vmap for the batched op
+  (:data:`BACKWARD_UNDER_VMAP`). An author's rule must avoid that, or the op must loop (no
+  ``vmap_fn``). A clear error from the user's own rule, never a wrong value; listed, not a
+  defect of opreg's;
 - ``not_expressible``: the sample cannot be registered as an op (the reason says why); per
   op and sample, not per case.
 """
@@ -88,6 +91,33 @@ EXPANDED_INPUT = Pattern(
     "native op with in_dims None works: the rule must leave that argument out of its vmap",
 )
 
+#: Found by this sweep, like :data:`EXPANDED_INPUT`: with every tensor argument batched, the
+#: generic vmap_fn (``torch.vmap`` of the native op) raises on its own, where the native op
+#: under ``vmap(grad)`` works only because grad decomposes it first (column_stack).
+CANNOT_BATCH = Pattern(
+    "d:vmap_fn-cannot-batch",
+    r"(evidence, not a pattern)",
+    "torch.vmap of the native op raises with every argument batched (it has no batching rule "
+    "and no fallback: column_stack); vmap(grad(native)) works only because grad decomposes the "
+    "composite op before vmap sees it. opreg's batched op runs vmap_fn, so the rule raises "
+    "on its own: an author writes no vmap_fn (opreg loops) or a rule that batches",
+)
+
+#: Found by this sweep: the batched op's backward is ``vmap`` of the user's backward
+#: (docs/semantics.md), and the generic backward (``torch.func.vjp`` of the native op) raises
+#: on its own when run under vmap at those in_dims (transforms.backward_under_vmap_error).
+BACKWARD_UNDER_VMAP = Pattern(
+    "e:backward-under-vmap",
+    r"(evidence, not a pattern)",
+    "the batched op's backward is vmap of the user's backward, as documented; the generic "
+    "backward (torch.func.vjp of the native op) cannot run under vmap: the native op's own "
+    "backward formula calls .item() (scatter_reduce/index_reduce with prod), as "
+    "vmap(grad(native)) raises too. An author writes a backward that vmap can run",
+)
+
+#: The ``rule_cant`` evidences: the generic rule raises on its own under opreg's contract.
+RULE_CANT = (EXPANDED_INPUT, CANNOT_BATCH, BACKWARD_UNDER_VMAP)
+
 #: Documented torch limits that an opreg op hits exactly as a ``torch.library.custom_op``
 #: does (tests/opinfo/test_torch_limits.py shows each with a custom_op).
 TORCH_LIMITS = (
@@ -117,6 +147,16 @@ TORCH_LIMITS = (
         r"Nested forward mode AD is not supported",
         "torch.func.jvp (here: inside the jvp rule) cannot run while a "
         "torch.autograd.forward_ad.dual_level is open (gradcheck's check_forward_ad)",
+    ),
+    Pattern(
+        "native-fake-of-data-dependent-output",
+        r"PendingUnbackedSymbolNotFound",
+        "the generic fake runs the native op on fake tensors; for an output whose shape depends "
+        "on tensor data (tensor_split at tensor indices) the native op's meta allocates unbacked "
+        "sizes that Dynamo cannot bind to a custom op's outputs: torch.library.custom_op with the "
+        "same fake raises the same under torch.compile (a fake written with "
+        "torch.library.get_ctx().new_dynamic_size() compiles, with opreg too)",
+        cases=r"compile",
     ),
     Pattern(
         "vmap-inside-custom-op-under-compile",
@@ -211,7 +251,7 @@ class Tally:
             "summary": self.summary(),
             "counts": dict(self.counts()),
             "opreg_raises_by_defect": dict(self.by_defect()),
-            "known_defects": {p.key: p.what for p in (*KNOWN_DEFECTS, EXPANDED_INPUT)},
+            "known_defects": {p.key: p.what for p in (*KNOWN_DEFECTS, *RULE_CANT)},
             "torch_limits": {p.key: p.what for p in TORCH_LIMITS},
             "skipped_ops": self.skipped_ops,
             "not_applicable": self.not_applicable,

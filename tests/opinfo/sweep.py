@@ -15,22 +15,33 @@ from typing import Any
 import torch
 
 from opreg_core import SampleInput
-from opreg_testing import check_op, fresh_namespace
+from opreg_testing import OPCHECK_UTILS, check_op, fresh_namespace
 
 from .build import (
     NotExpressible,
     OpCase,
     build_case,
     destroy_twin,
+    is_float,
     pick_dtype,
     register,
     register_twin,
 )
-from .outcomes import EXPANDED_INPUT, Case, Tally, classify_raise, compare_run, first_line
+from .outcomes import (
+    BACKWARD_UNDER_VMAP,
+    CANNOT_BATCH,
+    EXPANDED_INPUT,
+    Case,
+    Tally,
+    classify_raise,
+    compare_run,
+    first_line,
+)
 from .transforms import (
     TRANSFORMS,
     UNBATCHED_IN_DIMS,
     applicable,
+    backward_under_vmap_error,
     expanded_rule_error,
     loop_vmap,
     native_vmap_error,
@@ -111,10 +122,31 @@ def twin_result(case: OpCase, check: str) -> str | None:
     with fresh_namespace("opinfo_twin") as ns:
         twin = register_twin(case, ns.qualname("twin"))
         try:
+            if check == "opcheck" and case.differentiable:
+                return _twin_opcheck(twin, case)
             result = _run_check_op(twin, case, [check])[check]
         finally:
             destroy_twin(twin)
     return str(result.failure) if result.failed else None
+
+
+def _twin_opcheck(twin: Any, case: OpCase) -> str | None:
+    """The opcheck check on the twin, with the floating inputs also requiring grad as the
+    check runs it on an opreg op with a backward (check_op cannot know that a custom_op has
+    one, so on the twin it would skip those runs): the first failure, in the check's words."""
+    plain = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
+    grad = tuple(a.clone().requires_grad_() if is_float(a) else a for a in case.args)
+    for args in (plain, grad):
+        for util in OPCHECK_UTILS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                outcome = torch.library.opcheck(twin, args, test_utils=util, raise_exception=False)[
+                    util
+                ]
+            if outcome != "SUCCESS":
+                what = f"{type(outcome).__name__}: {outcome}"
+                return f"problem: {util} failed: {what}"
+    return None
 
 
 def check_op_cases(case: OpCase, op: Any, tally: Tally) -> None:
@@ -137,15 +169,16 @@ def check_op_cases(case: OpCase, op: Any, tally: Tally) -> None:
         category, defect, limit = classify_raise(RuntimeError(message), label)
         reason = _short(message)
         outcome = Case(case.name, case.sample_index, label, category, reason, defect, limit)
-        in_dims = _failed_in_dims(message, len(case.args))
-        if in_dims is not None:
-            expanded_input_evidence(case, outcome, in_dims, message)
-            category, defect = outcome.category, outcome.defect
+        levels = _failed_levels(message, len(case.args))
+        in_dims = levels[0] if levels else None
         if in_dims is not None and category == "opreg_raises" and not defect:
-            exc = native_vmap_error(case, in_dims, grad="grad(op)" in message)
+            exc = native_vmap_error(case, levels, grad="grad(op)" in message)
             if exc is not None:
                 category = "torch_cant"
                 reason = f"vmap of the native op raises too: {first_line(exc)} | {reason}"
+        if in_dims is not None and category in ("opreg_raises", "false_alarm"):
+            rule_evidence(case, outcome, in_dims, message)
+            category, defect = outcome.category, outcome.defect
         if in_dims is not None and category == "opreg_raises" and not _raised(message):
             wrong = native_vmap_vs_loop(case, in_dims)
             if wrong is not None:
@@ -168,21 +201,29 @@ def _looped(transform: Any, case: OpCase) -> Any:
         return transform(case.fallback, case)
 
 
-def expanded_input_evidence(
+def rule_evidence(
     case: OpCase, outcome: Case, in_dims: tuple[int | None, ...], message: str = ""
 ) -> None:
-    """File an opreg raise as ``rule_cant`` (:data:`EXPANDED_INPUT`) when the generic vmap_fn
-    raises the same on its own with the unbatched arguments expanded (see
-    transforms.expanded_rule_error)."""
+    """File an opreg raise as ``rule_cant`` when a generic rule raises the same on its own
+    under opreg's contract (outcomes.RULE_CANT): the vmap_fn with the unbatched arguments
+    expanded (transforms.expanded_rule_error), or with every argument batched; the backward
+    under vmap, for a case with a gradient (transforms.backward_under_vmap_error)."""
     if outcome.category not in ("opreg_raises", "false_alarm"):
-        return
-    if all(in_dims[i] is not None for i in case.tensor_pos):
         return
     if outcome.defect and outcome.defect.startswith("a:"):
         return
+    said = " ".join((message or outcome.reason).split())
+    expanded = any(in_dims[i] is None for i in case.tensor_pos)
     exc = expanded_rule_error(case, in_dims)
-    if exc is not None and _gist(first_line(exc)) in " ".join((message or outcome.reason).split()):
-        outcome.category, outcome.defect = "rule_cant", EXPANDED_INPUT.key
+    if exc is not None and _gist(first_line(exc)) in said:
+        outcome.category = "rule_cant"
+        outcome.defect = (EXPANDED_INPUT if expanded else CANNOT_BATCH).key
+        return
+    if "grad" not in outcome.case and "grad(op)" not in said:
+        return
+    exc = backward_under_vmap_error(case, in_dims)
+    if exc is not None and _gist(first_line(exc)) in said:
+        outcome.category, outcome.defect = "rule_cant", BACKWARD_UNDER_VMAP.key
 
 
 def _gist(text: str) -> str:
@@ -190,15 +231,16 @@ def _gist(text: str) -> str:
     return " ".join(text.split(":", 1)[-1].split())[:50] if ":" in text else " ".join(text.split())
 
 
-def _failed_in_dims(message: str, nargs: int) -> tuple[int | None, ...] | None:
-    """The ``in_dims`` of a check_op failure's vmap case, from its message (None: none)."""
-    found = re.search(r"in_dims=\(([^)]*)\)", message)
-    if found is None:
-        return None
-    parts = [p.strip() for p in found.group(1).split(",") if p.strip()]
-    if len(parts) != nargs or not all(p == "None" or p.lstrip("-").isdigit() for p in parts):
-        return None
-    return tuple(None if p == "None" else int(p) for p in parts)
+def _failed_levels(message: str, nargs: int) -> list[tuple[int | None, ...]]:
+    """The ``in_dims`` of each vmap level of a check_op failure's case, outermost first, from
+    its message ([]: none)."""
+    levels = []
+    for found in re.finditer(r"in_dims=\(([^)]*)\)", message.split("problem:", 1)[0]):
+        parts = [p.strip() for p in found.group(1).split(",") if p.strip()]
+        if len(parts) != nargs or not all(p == "None" or p.lstrip("-").isdigit() for p in parts):
+            return []
+        levels.append(tuple(None if p == "None" else int(p) for p in parts))
+    return levels
 
 
 def _problem(message: str) -> str:
@@ -251,7 +293,7 @@ def sweep_case(case: OpCase, tally: Tally, run_check_op: bool, **overrides: Any)
                     reference=lambda t=transform: _looped(t, case),
                 )
                 if name in UNBATCHED_IN_DIMS:
-                    expanded_input_evidence(case, outcome, UNBATCHED_IN_DIMS[name](case))
+                    rule_evidence(case, outcome, UNBATCHED_IN_DIMS[name](case))
             tally.add(outcome)
         if run_check_op:
             check_op_cases(case, op, tally)

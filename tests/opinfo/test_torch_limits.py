@@ -86,3 +86,70 @@ def test_known_defect_patterns() -> None:
     # The same message elsewhere is not defect b (expanded inputs there are found by evidence).
     assert classify_raise(b, "vmap(in_dims=0)") == ("opreg_raises", "", "")
     assert EXPANDED_INPUT.key.startswith("c:")
+
+
+def test_opcheck_counts_equal_nan_gradients_as_different() -> None:
+    """torch.library.opcheck's test_aot_dispatch_dynamic compares gradients with
+    torch.testing.assert_close (equal_nan=False): an op whose gradient is NaN (special.entr
+    at a negative input) fails it even though eager and AOT give the same NaNs."""
+    with fresh_namespace("opinfo_limit") as ns:
+        qualname = ns.qualname("entr")
+
+        @torch.library.custom_op(qualname, mutates_args=())
+        def entr(x: torch.Tensor) -> torch.Tensor:
+            return torch.special.entr(x)
+
+        entr.register_fake(lambda x: torch.empty_like(x))
+
+        def setup(ctx: object, inputs: tuple[torch.Tensor], output: torch.Tensor) -> None:
+            ctx.save_for_backward(inputs[0])  # type: ignore[attr-defined]
+
+        def backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+            (x,) = ctx.saved_tensors  # type: ignore[attr-defined]
+            return -g * (torch.log(x) + 1)
+
+        entr.register_autograd(backward, setup_context=setup)
+        x = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+        result = torch.library.opcheck(
+            entr, (x,), test_utils="test_aot_dispatch_dynamic", raise_exception=False
+        )
+        from .build import destroy_twin
+
+        destroy_twin(entr)
+    outcome = result["test_aot_dispatch_dynamic"]
+    assert isinstance(outcome, AssertionError)
+    assert "Gradients of the operator are different" in str(outcome)
+
+
+def _split(x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(o.clone() for o in torch.tensor_split(x, idx))
+
+
+def _hand_fake(x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    ctx = torch.library.get_ctx()
+    return tuple(x.new_empty((ctx.new_dynamic_size(), *x.shape[1:])) for _ in range(len(idx) + 1))
+
+
+def test_native_fake_of_a_data_dependent_output() -> None:
+    """tensor_split at tensor indices: a custom_op whose fake is the native op raises under
+    torch.compile; the same op with a fake made of new_dynamic_size() compiles, as an opreg op
+    and as a custom_op (so it is the generic fake, not opreg)."""
+    from opreg_core import register_vmap_op
+
+    from .build import destroy_twin
+
+    schema = "(Tensor x, Tensor idx) -> (Tensor, Tensor, Tensor, Tensor)"
+    x, idx = torch.randn(5, 5, 5, dtype=torch.float64), torch.tensor([1, 3, 4])
+    with fresh_namespace("opinfo_limit") as ns:
+        twin = torch.library.custom_op(ns.qualname("split"), _split, mutates_args=(), schema=schema)
+        twin.register_fake(_split)
+        compiled = torch.compile(lambda x, i: twin(x, i), backend="aot_eager", fullgraph=True)
+        exc = _raises(lambda: compiled(x, idx))
+        destroy_twin(twin)
+        op = register_vmap_op(
+            _split, name=ns.qualname("op"), schema=schema, fake_fn=_hand_fake, differentiable=False
+        )
+        compiled = torch.compile(lambda x, i: op(x, i), backend="aot_eager", fullgraph=True)
+        for got, want in zip(compiled(x, idx), _split(x, idx), strict=True):
+            torch.testing.assert_close(got, want)
+    assert _matches(LIMITS["native-fake-of-data-dependent-output"], exc, "compile(aot_eager)")

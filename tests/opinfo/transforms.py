@@ -282,19 +282,60 @@ def expanded_rule_error(case: OpCase, in_dims: Sequence[int | None]) -> BaseExce
     return None
 
 
+def _nested_batch(case: OpCase, levels: Sequence[Sequence[int | None]]) -> tuple[Any, ...]:
+    """The sample's arguments batched at each level of ``levels`` (in_dims, outermost first)."""
+    args: tuple[Any, ...] = case.args
+    for dims in reversed(levels):
+        args = tuple(
+            a if d is None else stacked(a, BATCH, d if d >= 0 else a.dim() + 1 + d)
+            for a, d in zip(args, dims, strict=True)
+        )
+    return args
+
+
+def _nested_vmap(fn: Fn, levels: Sequence[Sequence[int | None]]) -> Fn:
+    for dims in reversed(levels):
+        fn = torch.vmap(fn, in_dims=tuple(dims))
+    return fn
+
+
 def native_vmap_error(
-    case: OpCase, in_dims: Sequence[int | None], grad: bool
+    case: OpCase, levels: Sequence[Sequence[int | None]], grad: bool
 ) -> BaseException | None:
-    """What ``vmap(native)`` (``vmap(grad(native))`` with ``grad``) raises at ``in_dims`` on a
-    batch of the sample; None: it works."""
-    args = _batch_args(case, in_dims, BATCH)
+    """What ``vmap(native)`` (``vmap(grad(native))`` with ``grad``), nested at ``levels``
+    (in_dims, outermost first), raises on a batch of the sample; None: it works."""
     fn: Fn = case.fallback
     if grad:
         if not case.differentiable:
             return None
         fn = torch.func.grad(loss_of(case, case.fallback), argnums=case.diff_pos)
     try:
-        torch.vmap(fn, in_dims=tuple(in_dims))(*args)
+        _nested_vmap(fn, levels)(*_nested_batch(case, levels))
+    except Exception as exc:  # the evidence is the raise itself
+        return exc
+    return None
+
+
+def backward_under_vmap_error(case: OpCase, in_dims: Sequence[int | None]) -> BaseException | None:
+    """What the generic backward (``torch.func.vjp`` of the native op) raises run under
+    ``vmap`` at ``in_dims``, with a batched cotangent: the batched op's derived backward as
+    docs/semantics.md says (vmap of the user's backward, the unbatched arguments as the sample
+    itself); None: it works."""
+    if not case.differentiable:
+        return None
+    from .build import with_diff
+
+    outs = case.outputs(case.fallback(*case.args))
+    cots = tuple(stacked(torch.ones_like(outs[k]), BATCH) for k in case.float_outputs)
+
+    def backward(*a: Any) -> Any:
+        full, cot = a[: len(case.args)], a[len(case.args) :]
+        _, vjp_fn = torch.func.vjp(with_diff(case, full), *(full[i] for i in case.diff_pos))
+        return vjp_fn(tuple(cot))
+
+    dims = (*in_dims, *(0 for _ in cots))
+    try:
+        torch.vmap(backward, in_dims=dims)(*_batch_args(case, in_dims, BATCH), *cots)
     except Exception as exc:  # the evidence is the raise itself
         return exc
     return None
