@@ -2,7 +2,7 @@
 
 Prints a table of medians and ratios (CPU, tiny tensors). Each case is timed in many short
 blocks, interleaved with its baseline, and the median block is kept, so a noisy machine moves
-both sides alike. Run: ``hatch run bench:run`` (or ``python benchmarks/bench_core.py``);
+both sides alike. Run: ``hatch run bench`` (or ``python benchmarks/bench_core.py``);
 ``--json PATH`` also writes the machine, the parameters and every median to PATH (read by
 ``benchmarks/plot.py``).
 

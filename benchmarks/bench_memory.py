@@ -1,6 +1,6 @@
 """Process memory stays flat over many calls: RSS after warm-up vs after N eager/vmap/grad calls.
 
-Run: ``hatch run bench:python benchmarks/bench_memory.py`` (about a minute). Prints the RSS at
+Run: ``hatch run python benchmarks/bench_memory.py`` (about a minute). Prints the RSS at
 each checkpoint and the growth after warm-up; a leak of even 100 bytes per call would show as
 about 100 MB over a million calls. ``--json PATH`` also writes the readings to PATH.
 """

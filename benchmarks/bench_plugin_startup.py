@@ -4,7 +4,7 @@ Runs ``pytest --co -q`` in a fresh empty folder, alternately with the plugin (it
 its ``pytest11`` entry point) and without it (``-p no:opreg``), and prints the median wall
 time of each and their difference; the goal is a difference within noise (about 50 ms or
 less). It also says whether either run imported torch or set ``TRITON_INTERPRET`` (neither
-should). Run: ``hatch run bench:python benchmarks/bench_plugin_startup.py`` (``--runs N``,
+should). Run: ``hatch run python benchmarks/bench_plugin_startup.py`` (``--runs N``,
 default 15 each; ``--json PATH`` also writes the figures to PATH).
 """
 

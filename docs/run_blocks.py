@@ -1,7 +1,7 @@
 """Run every Python code block of README.md and docs/**/*.md as a complete program.
 
 Usage (from the repository root): ``python docs/run_blocks.py [FILE.md ...] [-k TEXT]``;
-``hatch run docs:blocks`` runs it over every page.
+``hatch run blocks`` runs it over every page.
 
 Each ```` ```python ```` block runs alone, in a fresh interpreter (this one's), in an empty
 temporary folder, with ``TRITON_INTERPRET=1`` set before anything starts, so blocks that

@@ -1,5 +1,5 @@
 """Static typing of ``register_vmap_op``'s and ``register_triton_op``'s keywords, checked by
-``mypy --strict`` (``hatch run types:check``, a CI step; ``test_options.py`` too, where mypy is
+``mypy --strict`` (``hatch run types``, a CI step; ``test_options.py`` too, where mypy is
 installed). Never run: it only has to type-check.
 
 Each call marked ``# type: ignore[...]`` must be rejected by mypy: ``--strict`` reports an

@@ -3,7 +3,7 @@ compared with the native op (see sweep.py, build.py, transforms.py, outcomes.py)
 
 By default a quick subset runs (every ``QUICK_STEP``-th op of ``op_db``, one sample each);
 ``OPREG_OPINFO=full`` sweeps every op (``OPREG_OPINFO_SAMPLES`` samples each, default 1):
-``hatch run test:opinfo``. The summary line is printed, and the per-op table is written to
+``hatch run opinfo``. The summary line is printed, and the per-op table is written to
 ``OPREG_OPINFO_REPORT`` (default ``$TMPDIR/opreg-opinfo-<mode>.json``).
 
 One test per must-be-zero category, and one per known opreg defect (tests named
