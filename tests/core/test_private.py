@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from opreg_core import _private
 
@@ -29,3 +30,20 @@ def test_an_instance_attribute_counts_when_init_sets_it() -> None:
     assert not hasattr(_private.OpOverload, "_op")
     assert _private._resolves("torch._ops.OpOverload._op")
     assert not _private._resolves("torch._ops.OpOverload._never_assigned")
+
+
+@pytest.mark.parametrize("randomness", ["error", "same", "different"])
+def test_vmap_randomness_is_the_innermost_levels(randomness: str) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def inner(x: torch.Tensor) -> torch.Tensor:
+        seen.append(("inner", _private.vmap_randomness()))
+        return x
+
+    def outer(x: torch.Tensor) -> torch.Tensor:
+        seen.append(("outer", _private.vmap_randomness()))
+        return torch.vmap(inner, randomness=randomness)(x)
+
+    other = "same" if randomness != "same" else "different"
+    torch.vmap(outer, randomness=other)(torch.zeros(2, 3))
+    assert seen == [("outer", other), ("inner", randomness)]

@@ -56,11 +56,9 @@ __all__ = [
     "INTERNALS",
     "AutoDispatchBelowADInplaceOrView",
     "AutoDispatchBelowAutograd",
-    "CVmapInterpreterPtr",
     "Library",
     "OpOverload",
     "OpOverloadPacket",
-    "RandomnessType",
     "SingleLevelFunction",
     "VmapLevelKeys",
     "add_batch_dim",
@@ -97,6 +95,7 @@ __all__ = [
     "tree_map_only",
     "unwrap_batched",
     "vmap_level_keys",
+    "vmap_randomness",
 ]
 
 #: Dotted names of every internal used here (attributes that exist only on instances are
@@ -139,6 +138,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._functorch.CVmapInterpreterPtr",
     "torch._C._functorch.CJvpInterpreterPtr",
     "torch._C._functorch.RandomnessType",
+    "torch._C._functorch.CVmapInterpreterPtr.randomness",
     "torch._C._functorch.TransformType",
     "torch._functorch.autograd_function.enable_single_level_autograd_function",
     "torch._functorch.eager_transforms.JVP_NESTING",
@@ -265,8 +265,6 @@ _tls_set_vmap_excluded: Callable[[bool], None] = _functorch.tls_set_vmap_exclude
 add_batch_dim = _functorch._add_batch_dim
 unwrap_batched = _functorch._unwrap_batched
 peek_interpreter_stack = _functorch.peek_interpreter_stack
-CVmapInterpreterPtr = _functorch.CVmapInterpreterPtr
-RandomnessType = _functorch.RandomnessType
 
 
 def current_vmap_level() -> int:
@@ -286,6 +284,25 @@ def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any
         return fn(*args, **kwargs)
     finally:
         _tls_set_vmap_excluded(False)
+
+
+# Why: ``vmap_wrap_inputs`` is told the ``randomness`` of the vmap level it handles, which
+# only functorch's interpreter of that level (top of its stack, a ``CVmapInterpreterPtr``)
+# holds, as a ``RandomnessType``.
+# Public replacement: the ``info.randomness`` that ``torch.library.register_vmap`` passes its
+# rule (opreg's batching kernels are no such rules: see the vmap section above).
+_RANDOMNESS_NAMES = {
+    _functorch.RandomnessType.Error: "error",
+    _functorch.RandomnessType.Same: "same",
+    _functorch.RandomnessType.Different: "different",
+}
+
+
+def vmap_randomness() -> str:
+    """``randomness`` (``"error"``, ``"same"`` or ``"different"``) of the vmap level being
+    processed (inside a batching kernel)."""
+    top = _functorch.CVmapInterpreterPtr(_functorch.peek_interpreter_stack())
+    return _RANDOMNESS_NAMES[top.randomness()]
 
 
 # -- vmap short paths ---------------------------------------------------------------------------
