@@ -1,19 +1,18 @@
 """Every torch and Triton internal that opreg-kernels relies on, and nothing else.
 
 A torch or Triton upgrade that drops or changes one of these breaks here, in one place:
-:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
-calls it). Each entry says why it is needed and which public API would replace it.
+``tests/test_private_boundaries.py`` names each entry of :data:`INTERNALS` that no longer
+resolves, and fails on any internal used outside this module. Each entry says why it is
+needed and which public API would replace it.
 
 Importing this module imports neither Triton nor a GPU driver: the Triton internals are
 reached only through objects that Triton itself handed to the caller (a compiled kernel,
-the runtime knobs), and :func:`missing_internals` imports Triton only to check its names.
+the runtime knobs); :data:`INTERNALS` is data (the test imports Triton to check its names).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from types import CodeType, FunctionType
 from typing import Any
 
 import torch
@@ -34,7 +33,6 @@ __all__ = [
     "heuristics_options",
     "launch_hooks_idle",
     "lend_triton_driver",
-    "missing_internals",
     "set_autotuner_best_config",
     "triton_benchmarker",
     "triton_binder",
@@ -81,6 +79,7 @@ _TRITON_INTERNALS = (
     "triton.runtime.autotuner.Autotuner.arg_names",
     "triton.runtime.autotuner.Heuristics.values",
     "triton.runtime.autotuner.Heuristics.arg_names",
+    "triton.runtime.autotuner.Autotuner.best_config",
     "triton.runtime.autotuner.Autotuner.base_fn",
     "triton.backends.driver.DriverBase.get_benchmarker",
 )
@@ -427,65 +426,3 @@ def autotuner_base_fn(autotuner: Any) -> Any:
 def functorch_wrapped(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a functorch wrapper (grad, jvp or vmap level), not a plain tensor."""
     return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
-
-
-# -- the check -----------------------------------------------------------------------------
-
-
-def _resolves(dotted: str) -> bool:
-    """Whether ``dotted`` names something in the running torch/Triton.
-
-    The longest importable prefix is imported and the rest read as attributes; an attribute
-    missing on a class counts as present when the class's ``__init__`` assigns it; after a
-    function come the names of a function nested in it and of that one's closure variables.
-    """
-    parts = dotted.split(".")
-    obj: Any = None
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        rest = parts[cut:]
-        break
-    else:
-        return False
-    for name in rest:
-        if isinstance(obj, (FunctionType, CodeType)):  # a nested function, then its closure
-            body = obj.__code__ if isinstance(obj, FunctionType) else obj
-            nested = [c for c in body.co_consts if isinstance(c, CodeType) and c.co_name == name]
-            if nested:
-                obj = nested[0]
-                continue
-            if name in body.co_freevars:
-                obj = None
-                continue
-        if hasattr(obj, name):
-            obj = getattr(obj, name)
-            continue
-        init = getattr(obj, "__init__", None) if isinstance(obj, type) else None
-        code = getattr(init, "__code__", None)
-        return code is not None and name in code.co_names
-    return True
-
-
-def _triton_imports() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:  # absent or broken: its internals are not used either
-        return False
-    return True
-
-
-def missing_internals() -> list[str]:
-    """The names of :data:`INTERNALS` that this torch/Triton lacks (empty: all present).
-
-    The CUDA names are checked in torch builds with CUDA support only, the Triton names
-    only where Triton imports (the code paths using them are not taken otherwise).
-    """
-    wanted: list[str] = [*_COMPILER_VISIBLE_INTERNALS, *_FUNCTORCH_INTERNALS]
-    if torch.version.cuda is not None or torch.version.hip is not None:
-        wanted += _CUDA_INTERNALS
-    if _triton_imports():
-        wanted += _TRITON_INTERNALS
-    return [name for name in wanted if not _resolves(name)]
