@@ -48,7 +48,7 @@ _CUDA_INTERNALS = (
     "torch._C._cuda_getCurrentRawStream",
 )
 #: Triton internals; checked only where Triton imports. ``CompiledKernel.function`` and
-#: ``.packed_metadata`` are instance attributes set by its ``__init__`` (see ``_resolves``).
+#: ``.packed_metadata`` are instance attributes set by its methods (the resolver allows that).
 _TRITON_INTERNALS = (
     "triton.compiler.CompiledKernel.run",
     "triton.compiler.CompiledKernel.function",
