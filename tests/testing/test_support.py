@@ -117,19 +117,6 @@ def test_interpreter_enabled_agrees_with_triton(monkeypatch: pytest.MonkeyPatch)
         assert interpreter_enabled() is bool(runtime.interpret), repr(value)
 
 
-def test_missing_internals_names_what_this_torch_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from opreg_testing import _private
-
-    assert _private.missing_internals() == []
-    lacking = (
-        "torch._ops.OpOverload._no_such_attribute",
-        "torch._no_such_module.anything",
-        "torch._C._no_such_function",
-    )
-    monkeypatch.setattr(_private, "INTERNALS", (*_private.INTERNALS, *lacking))
-    assert _private.missing_internals() == list(lacking)
-
-
 def test_the_former_name_of_the_triton_device_record_still_works() -> None:
     import opreg_testing
 

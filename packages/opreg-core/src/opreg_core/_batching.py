@@ -57,8 +57,6 @@ from typing import Any, NamedTuple
 import torch
 
 from ._private import (
-    CVmapInterpreterPtr,
-    RandomnessType,
     VmapLevelKeys,
     call_below_vmap_levels,
     call_one_level_down,
@@ -68,16 +66,10 @@ from ._private import (
     forward_ad_level_open,
     function_modes_active,
     jit_tracing,
-    peek_interpreter_stack,
+    vmap_randomness,
 )
 from ._private import add_batch_dim as _add_batch_dim
 from ._private import unwrap_batched as _unwrap_batched
-
-_RANDOMNESS = {
-    RandomnessType.Error: "error",
-    RandomnessType.Same: "same",
-    RandomnessType.Different: "different",
-}
 
 #: Whether the short path may be taken at all (see the module docstring); tests and benchmarks
 #: switch it to compare both paths.
@@ -585,8 +577,7 @@ class BatchingRules:
                 _front_value(v, d, batch) for v, d in zip(values, in_dims, strict=True)
             ]
         else:
-            interpreter = CVmapInterpreterPtr(peek_interpreter_stack())
-            info = VmapInfo(batch, _RANDOMNESS[interpreter.randomness()])
+            info = VmapInfo(batch, vmap_randomness())
             new_args = self.wrap_inputs(info, tuple(in_dims), *values)
             if not isinstance(new_args, (tuple, list)):
                 raise TypeError(

@@ -1,10 +1,11 @@
 """Every PyTorch internal that opreg-core relies on, and nothing else.
 
 A torch upgrade that drops or changes one of these breaks here, in one place:
-:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
-calls it). Each section says why its internals are needed and which public API would replace
-them. Everything else in opreg-core uses public torch APIs only (``torch.library``,
-``torch.func``, ``torch.autograd.Function``, ``torch.distributed.tensor.experimental``).
+``tests/test_private_boundaries.py`` names each entry of :data:`INTERNALS` that no longer
+resolves, and fails on any internal used outside this module. Each section says why its
+internals are needed and which public API would replace them. Everything else in opreg-core
+uses public torch APIs only (``torch.library``, ``torch.func``, ``torch.autograd.Function``,
+``torch.distributed.tensor.experimental``).
 Names that a kernel uses on every call are bound here once (aliases, not wrappers), so the
 boundary adds no Python frame to a call of an op.
 """
@@ -12,7 +13,6 @@ boundary adds no Python frame to a call of an op.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
@@ -56,11 +56,9 @@ __all__ = [
     "INTERNALS",
     "AutoDispatchBelowADInplaceOrView",
     "AutoDispatchBelowAutograd",
-    "CVmapInterpreterPtr",
     "Library",
     "OpOverload",
     "OpOverloadPacket",
-    "RandomnessType",
     "SingleLevelFunction",
     "VmapLevelKeys",
     "add_batch_dim",
@@ -82,7 +80,6 @@ __all__ = [
     "function_modes_active",
     "grad_modes",
     "jit_tracing",
-    "missing_internals",
     "new_op_object",
     "operator_exists",
     "overload_schema",
@@ -97,10 +94,11 @@ __all__ = [
     "tree_map_only",
     "unwrap_batched",
     "vmap_level_keys",
+    "vmap_randomness",
 ]
 
 #: Dotted names of every internal used here (attributes that exist only on instances are
-#: listed as the instance attribute of the class; see :func:`missing_internals`).
+#: listed as the instance attribute of the class: a method of the class assigns them).
 INTERNALS: tuple[str, ...] = (
     "torch._ops.OpOverload",
     "torch._ops.OpOverload._op",
@@ -139,6 +137,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._functorch.CVmapInterpreterPtr",
     "torch._C._functorch.CJvpInterpreterPtr",
     "torch._C._functorch.RandomnessType",
+    "torch._C._functorch.CVmapInterpreterPtr.randomness",
     "torch._C._functorch.TransformType",
     "torch._functorch.autograd_function.enable_single_level_autograd_function",
     "torch._functorch.eager_transforms.JVP_NESTING",
@@ -152,10 +151,6 @@ INTERNALS: tuple[str, ...] = (
     "torch.distributed.tensor.DTensor._op_dispatcher",
     "torch.distributed.tensor.debug._clear_sharding_prop_cache",
 )
-
-#: Internals of optional parts of torch: missing only if that part imports (torch.distributed
-#: can be left out of a build).
-_OPTIONAL_PREFIXES = ("torch.distributed.",)
 
 _OP = TypeVar("_OP", bound=OpOverload[Any, Any])
 
@@ -265,8 +260,6 @@ _tls_set_vmap_excluded: Callable[[bool], None] = _functorch.tls_set_vmap_exclude
 add_batch_dim = _functorch._add_batch_dim
 unwrap_batched = _functorch._unwrap_batched
 peek_interpreter_stack = _functorch.peek_interpreter_stack
-CVmapInterpreterPtr = _functorch.CVmapInterpreterPtr
-RandomnessType = _functorch.RandomnessType
 
 
 def current_vmap_level() -> int:
@@ -286,6 +279,25 @@ def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any
         return fn(*args, **kwargs)
     finally:
         _tls_set_vmap_excluded(False)
+
+
+# Why: ``vmap_wrap_inputs`` is told the ``randomness`` of the vmap level it handles, which
+# only functorch's interpreter of that level (top of its stack, a ``CVmapInterpreterPtr``)
+# holds, as a ``RandomnessType``.
+# Public replacement: the ``info.randomness`` that ``torch.library.register_vmap`` passes its
+# rule (opreg's batching kernels are no such rules: see the vmap section above).
+_RANDOMNESS_NAMES = {
+    _functorch.RandomnessType.Error: "error",
+    _functorch.RandomnessType.Same: "same",
+    _functorch.RandomnessType.Different: "different",
+}
+
+
+def vmap_randomness() -> str:
+    """``randomness`` (``"error"``, ``"same"`` or ``"different"``) of the vmap level being
+    processed (inside a batching kernel)."""
+    top = _functorch.CVmapInterpreterPtr(_functorch.peek_interpreter_stack())
+    return _RANDOMNESS_NAMES[top.randomness()]
 
 
 # -- vmap short paths ---------------------------------------------------------------------------
@@ -705,46 +717,3 @@ def clear_sharding_caches() -> None:
         debug._clear_sharding_prop_cache()  # type: ignore[no-untyped-call]
     except (ImportError, AttributeError, RuntimeError):
         pass
-
-
-# -- The check ---------------------------------------------------------------------------------
-
-
-def _resolves(dotted: str) -> bool:
-    """Whether ``dotted`` names something: a module, then attributes of it (an attribute that
-    only instances have counts when ``__init__`` or a slot of the class names it)."""
-    parts = dotted.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            value: object = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        for name in parts[split:]:
-            if hasattr(value, name):
-                value = getattr(value, name)
-            else:
-                return isinstance(value, type) and _set_by_init(value, name)
-        return True
-    return False
-
-
-def _set_by_init(cls: type, attribute: str) -> bool:
-    """Whether ``cls.__init__`` (or a base's) assigns ``attribute`` to instances."""
-    for klass in cls.__mro__:
-        init = vars(klass).get("__init__")
-        code = getattr(init, "__code__", None)
-        if code is not None and attribute in code.co_names:
-            return True
-    return False
-
-
-def _optional_part_missing(dotted: str) -> bool:
-    """Whether ``dotted`` belongs to an optional part of torch that this build lacks."""
-    if not dotted.startswith(_OPTIONAL_PREFIXES):
-        return False
-    return not torch.distributed.is_available()
-
-
-def missing_internals() -> list[str]:
-    """The entries of :data:`INTERNALS` that this torch does not have (empty when all resolve)."""
-    return [n for n in INTERNALS if not _optional_part_missing(n) and not _resolves(n)]

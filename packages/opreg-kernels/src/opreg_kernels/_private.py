@@ -1,19 +1,18 @@
 """Every torch and Triton internal that opreg-kernels relies on, and nothing else.
 
 A torch or Triton upgrade that drops or changes one of these breaks here, in one place:
-:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
-calls it). Each entry says why it is needed and which public API would replace it.
+``tests/test_private_boundaries.py`` names each entry of :data:`INTERNALS` that no longer
+resolves, and fails on any internal used outside this module. Each entry says why it is
+needed and which public API would replace it.
 
 Importing this module imports neither Triton nor a GPU driver: the Triton internals are
 reached only through objects that Triton itself handed to the caller (a compiled kernel,
-the runtime knobs), and :func:`missing_internals` imports Triton only to check its names.
+the runtime knobs); :data:`INTERNALS` is data (the test imports Triton to check its names).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from types import CodeType, FunctionType
 from typing import Any
 
 import torch
@@ -22,6 +21,7 @@ __all__ = [
     "INTERNALS",
     "FunctionalTensorMode",
     "autotune_benchmark_call",
+    "autotuner_base_fn",
     "autotuner_config",
     "compiled_kernel_launcher",
     "cuda_current_device",
@@ -30,9 +30,11 @@ __all__ = [
     "decomposable_types",
     "export_keeps_triton_ops",
     "functorch_wrapped",
+    "heuristics_options",
     "launch_hooks_idle",
     "lend_triton_driver",
-    "missing_internals",
+    "set_autotuner_best_config",
+    "triton_benchmarker",
     "triton_binder",
     "triton_default_driver",
     "triton_kernel_layers",
@@ -46,7 +48,7 @@ _CUDA_INTERNALS = (
     "torch._C._cuda_getCurrentRawStream",
 )
 #: Triton internals; checked only where Triton imports. ``CompiledKernel.function`` and
-#: ``.packed_metadata`` are instance attributes set by its ``__init__`` (see ``_resolves``).
+#: ``.packed_metadata`` are instance attributes set by its methods (the resolver allows that).
 _TRITON_INTERNALS = (
     "triton.compiler.CompiledKernel.run",
     "triton.compiler.CompiledKernel.function",
@@ -77,6 +79,9 @@ _TRITON_INTERNALS = (
     "triton.runtime.autotuner.Autotuner.arg_names",
     "triton.runtime.autotuner.Heuristics.values",
     "triton.runtime.autotuner.Heuristics.arg_names",
+    "triton.runtime.autotuner.Autotuner.best_config",
+    "triton.runtime.autotuner.Autotuner.base_fn",
+    "triton.backends.driver.DriverBase.get_benchmarker",
 )
 #: torch internals of the derivative guard (``_derivative_guard.py``), in every build.
 _FUNCTORCH_INTERNALS = ("torch._C._functorch.is_functorch_wrapped_tensor",)
@@ -244,6 +249,36 @@ def autotuner_config(autotuner: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return autotuner.cache.get(tuple(key))
 
 
+# Why: ``Autotuner.run`` records the config it launches with in ``best_config``, where users
+# read which config was chosen (``kernel.best_config``, as Triton's tutorials print it); a
+# launch that skips ``Autotuner.run`` records it the same way. Public replacement: the public
+# "config for these arguments" above, recording it as ``run`` does.
+
+
+def set_autotuner_best_config(autotuner: Any, config: Any) -> None:
+    """Record ``config`` as the one ``autotuner`` launched with, as ``Autotuner.run`` does."""
+    autotuner.best_config = config
+
+
+# Why: ``@triton.heuristics`` computes its meta-parameters inline in ``Heuristics.run``
+# (Triton 3.6: each heuristic, in order, sees the arguments by name, ``arg_names``, and the
+# values before it; ``values`` maps each name to its function); a launch that skips
+# ``Heuristics.run`` computes the same values. Public replacement: a public "meta-parameters
+# for these arguments" on Heuristics.
+
+
+def heuristics_options(
+    heuristics: Any, args: tuple[Any, ...], options: dict[str, Any]
+) -> dict[str, Any]:
+    """A new dict: ``options`` (the keyword arguments of a launch) plus the value of each
+    heuristic of a ``@triton.heuristics`` layer, as ``Heuristics.run`` adds them."""
+    options = dict(options)
+    named = dict(zip(heuristics.arg_names, args, strict=False))
+    for name, heuristic in heuristics.values.items():
+        options[name] = heuristic({**named, **options})
+    return options
+
+
 # Why: the direct launch above skips Triton's launch hooks (profilers such as Proton install
 # them), so it is taken only while no hook is registered. Triton 3.6 keeps them in a HookChain
 # whose ``calls`` list holds the registered functions. Public replacement: a "hooks active"
@@ -362,6 +397,25 @@ def autotune_benchmark_call(kernel_call: Any) -> tuple[Any, Any, dict[str, Any]]
     return found["self"], found["config"], nargs
 
 
+# Why: outside an opreg launch the stand-in driver's benchmarker does what Triton would do,
+# through the active driver's own ``get_benchmarker()`` (a method of Triton's backend
+# drivers); an error names the autotuned kernel by the Python function below the autotuner,
+# ``Autotuner.base_fn`` (Triton's own messages use it). Public replacement: the benchmarker
+# knob or config-aware ``do_bench`` above; a public name of an autotuned kernel.
+
+
+def triton_benchmarker() -> Callable[..., Any]:
+    """Triton's own benchmarker, the active driver's (raises Triton's RuntimeError where no
+    driver is active)."""
+    benchmarker: Callable[..., Any] = triton_default_driver().get_benchmarker()
+    return benchmarker
+
+
+def autotuner_base_fn(autotuner: Any) -> Any:
+    """The Python function below an autotuner (``Autotuner.base_fn``), or None."""
+    return getattr(autotuner, "base_fn", None)
+
+
 # -- torch: functorch's wrapped tensors (``_derivative_guard.py``) -----------------------------
 # Why: a backward (or jvp) that calls a Triton launcher directly fails under torch.func
 # transforms, whose tensors are wrappers without storage; the guard names the op and says what
@@ -372,65 +426,3 @@ def autotune_benchmark_call(kernel_call: Any) -> tuple[Any, Any, dict[str, Any]]
 def functorch_wrapped(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a functorch wrapper (grad, jvp or vmap level), not a plain tensor."""
     return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
-
-
-# -- the check -----------------------------------------------------------------------------
-
-
-def _resolves(dotted: str) -> bool:
-    """Whether ``dotted`` names something in the running torch/Triton.
-
-    The longest importable prefix is imported and the rest read as attributes; an attribute
-    missing on a class counts as present when the class's ``__init__`` assigns it; after a
-    function come the names of a function nested in it and of that one's closure variables.
-    """
-    parts = dotted.split(".")
-    obj: Any = None
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        rest = parts[cut:]
-        break
-    else:
-        return False
-    for name in rest:
-        if isinstance(obj, (FunctionType, CodeType)):  # a nested function, then its closure
-            body = obj.__code__ if isinstance(obj, FunctionType) else obj
-            nested = [c for c in body.co_consts if isinstance(c, CodeType) and c.co_name == name]
-            if nested:
-                obj = nested[0]
-                continue
-            if name in body.co_freevars:
-                obj = None
-                continue
-        if hasattr(obj, name):
-            obj = getattr(obj, name)
-            continue
-        init = getattr(obj, "__init__", None) if isinstance(obj, type) else None
-        code = getattr(init, "__code__", None)
-        return code is not None and name in code.co_names
-    return True
-
-
-def _triton_imports() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:  # absent or broken: its internals are not used either
-        return False
-    return True
-
-
-def missing_internals() -> list[str]:
-    """The names of :data:`INTERNALS` that this torch/Triton lacks (empty: all present).
-
-    The CUDA names are checked in torch builds with CUDA support only, the Triton names
-    only where Triton imports (the code paths using them are not taken otherwise).
-    """
-    wanted: list[str] = [*_COMPILER_VISIBLE_INTERNALS, *_FUNCTORCH_INTERNALS]
-    if torch.version.cuda is not None or torch.version.hip is not None:
-        wanted += _CUDA_INTERNALS
-    if _triton_imports():
-        wanted += _TRITON_INTERNALS
-    return [name for name in wanted if not _resolves(name)]

@@ -1,16 +1,15 @@
 """Every torch internal that opreg-testing relies on, and nothing else.
 
 A torch upgrade that drops or changes one of these breaks here, in one place:
-:func:`missing_internals` names what no longer resolves (``tests/test_private_boundaries.py``
-calls it). Each entry says why it is needed and which public API would replace it.
+``tests/test_private_boundaries.py`` names each entry of :data:`INTERNALS` that no longer
+resolves, and fails on any internal used outside this module. Each entry says why it is
+needed and which public API would replace it.
 Everything else in opreg-testing uses public torch APIs only (``torch.compiler.reset`` and
 ``torch.compiler.list_backends``, ``torch.library.opcheck``, ``torch.func``, ...).
 """
 
 from __future__ import annotations
 
-import importlib
-import types
 from typing import Any
 
 import torch
@@ -54,7 +53,6 @@ __all__ = [
     "custom_op_overload",
     "fake_mode",
     "has_kernel_for_dispatch_key",
-    "missing_internals",
     "overload_schema",
     "packet_qualname",
     "to_fake",
@@ -62,8 +60,8 @@ __all__ = [
     "tree_map_only",
 ]
 
-#: Dotted names of every internal used here (class attributes set on instances are found in
-#: the methods that set them, see ``_resolves``).
+#: Dotted names of every internal used here (attributes that exist only on instances are
+#: listed as the instance attribute of the class: a method of the class assigns them).
 INTERNALS: tuple[str, ...] = (
     "torch._library.custom_ops.CustomOpDef",
     "torch._library.custom_ops.CustomOpDef._opoverload",
@@ -120,40 +118,3 @@ def to_fake(mode: FakeTensorMode, t: torch.Tensor, dynamic: bool) -> torch.Tenso
 def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
     """Whether the operator ``"ns::name[.overload]"`` has a kernel on ``dispatch_key``."""
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, dispatch_key))
-
-
-# -- The check ---------------------------------------------------------------------------------
-
-
-def _set_by_methods(cls: type, attribute: str) -> bool:
-    """Whether a method of ``cls`` (or of a base) names ``attribute`` (an instance attribute)."""
-    for klass in cls.__mro__:
-        for member in vars(klass).values():
-            code = getattr(member, "__code__", None)
-            if isinstance(code, types.CodeType) and attribute in code.co_names:
-                return True
-    return False
-
-
-def _resolves(dotted: str) -> bool:
-    """Whether ``dotted`` names something: a module, then attributes of it."""
-    parts = dotted.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            value: object = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        for i, name in enumerate(parts[split:], start=split):
-            if hasattr(value, name):
-                value = getattr(value, name)
-            elif isinstance(value, type) and i == len(parts) - 1:
-                return _set_by_methods(value, name)
-            else:
-                return False
-        return True
-    return False
-
-
-def missing_internals() -> list[str]:
-    """The names of :data:`INTERNALS` that this torch lacks (empty: all present)."""
-    return [name for name in INTERNALS if not _resolves(name)]
