@@ -6,6 +6,7 @@ then register ops in a fresh interpreter that imports that copy of the packages.
 """
 
 import ast
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import torch
 import opreg_core
 import opreg_kernels
 from opreg_core import Default, VmapOp, VmapOpOptions, option_values, register_vmap_op
+from opreg_core._options import OpSpec
 
 
 class _Options(TypedDict, total=False):
@@ -84,6 +86,14 @@ def test_the_op_carries_every_option_but_name_under_its_own_name(ns: str) -> Non
     assert op.differentiable is True and op.vmap_fn is None and op.sharding is None
     # Type checkers see each of them on VmapOp too (the op's documented attributes).
     assert declared - {"name"} <= set(typing.get_type_hints(VmapOp))
+
+
+def test_no_option_hides_a_field_of_the_spec_or_a_member_of_the_op() -> None:
+    """The op and the spec carry each option as an attribute of its name: none may take the
+    name of something else they have (``name`` is OpOverload's ``name()``: it is not set)."""
+    options = set(VmapOpOptions.__optional_keys__) - {"name"}
+    assert not options & {f.name for f in dataclasses.fields(OpSpec)}
+    assert not options & set(dir(VmapOp))
 
 
 def _copy_with_field(tmp_path: Path, package: Path, module: str, cls: str, field: str) -> None:

@@ -6,7 +6,7 @@ problem."""
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict
 
 from ._declaration import Default, option_metadata, option_values
 from ._devices import dispatch_key_for
@@ -128,11 +128,12 @@ class OpSpec:
     def num_returns(self) -> int:
         return self.signature.num_returns
 
-    def __getattr__(self, label: str) -> Any:
-        try:
-            return self.__dict__["options"][label]
-        except KeyError:
-            raise AttributeError(f"OpSpec has no option {label!r}") from None
+    def __post_init__(self) -> None:
+        self.__dict__.update(self.options)  # spec.vmap_fn, ...: plain attributes
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, label: str) -> Any: ...  # the options, set by __post_init__
 
 
 def check_option_names(options: Mapping[str, object]) -> None:
