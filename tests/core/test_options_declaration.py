@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import typing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -85,7 +84,7 @@ def test_the_op_carries_every_option_but_name_under_its_own_name(ns: str) -> Non
     assert op.schema == "(Tensor x) -> Tensor" and op.fake_fn is fake
     assert op.differentiable is True and op.vmap_fn is None and op.sharding is None
     # Type checkers see each of them on VmapOp too (the op's documented attributes).
-    assert declared - {"name"} <= set(typing.get_type_hints(VmapOp))
+    assert declared - {"name"} <= set(VmapOp.__annotations__)
 
 
 def test_no_option_hides_a_field_of_the_spec_or_a_member_of_the_op() -> None:
