@@ -7,6 +7,7 @@ goes straight into the dispatcher.
 """
 
 from ._batching import VmapInfo, VmapStats, default_wrap_inputs
+from ._declaration import Default, option_values
 from ._devices import device_type_name
 from ._dtensor import register_sharding_rule
 from ._errors import NotDifferentiableError
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CustomSharding",
+    "Default",
     "ElementwiseSharding",
     "KernelHandle",
     "NotDifferentiableError",
@@ -51,6 +53,7 @@ __all__ = [
     "default_wrap_inputs",
     "device_type_name",
     "get_op",
+    "option_values",
     "register_sharding_rule",
     "register_vmap_op",
     "registered_ops",

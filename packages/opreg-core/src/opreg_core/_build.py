@@ -62,7 +62,7 @@ def add_batching(
         signature = spec.signature
         if not (signature.returns_list or signature.list_args or not all(signature.tensor_returns)):
             return None, None
-        rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.out_dims)
+        rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.vmap_out_dims)
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
         return None, rules
     assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
@@ -82,7 +82,7 @@ def add_batching(
         qualname,
         entry_point(main),
         entry_point(batched),
-        spec.out_dims,
+        spec.vmap_out_dims,
         spec.vmap_wrap_inputs,
         spec.max_vmap_level,
         direct,
@@ -145,12 +145,12 @@ def add_autograd_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, 
     reg.impl(name, kernel, "Autograd", "autograd", with_keyset=True)
     for name, overload in batched:
         setup_b, backward_b = derive_batched_backward(
-            qualname, signature.names, spec.out_dims, spec.setup_context, backward
+            qualname, signature.names, spec.vmap_out_dims, spec.setup_context, backward
         )
         jvp_b = (
             None
             if spec.jvp is None
-            else derive_batched_jvp(qualname, spec.out_dims, spec.setup_context, spec.jvp)
+            else derive_batched_jvp(qualname, spec.vmap_out_dims, spec.setup_context, spec.jvp)
         )
         kernel = make_autograd_kernel(qualname, overload, signature, setup_b, backward_b, jvp=jvp_b)
         reg.impl(name, kernel, "Autograd", "derived autograd", with_keyset=True)
@@ -171,26 +171,13 @@ def make_op(
     op: VmapOp[Any, Any] = new_op_object(cls, main)
     fn = spec.fn
     op.__dict__.update(
+        spec.options,  # every option (but name) under its own name
         qualname=spec.qualname,
         namespace=spec.namespace,
         opname=spec.opname,
         overload=main,
         batched_overload=batched,
         fallback=fn,
-        fake_fn=spec.fake_fn,
-        vmap_fn=spec.vmap_fn,
-        fake_vmap_fn=spec.fake_vmap_fn,
-        vmap_wrap_inputs=spec.vmap_wrap_inputs,
-        vmap_out_dims=spec.out_dims,
-        max_vmap_level=spec.max_vmap_level,
-        mutates_args=spec.mutated,
-        device_types=spec.device_types,
-        schema=spec.signature.schema,
-        backward=spec.backward,
-        setup_context=spec.setup_context,
-        jvp=spec.jvp,
-        differentiable=spec.differentiable,
-        sample_inputs=spec.sample_inputs,
         module=getattr(fn, "__module__", None) or "",
         registrations=tuple(reg.done),
         vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),

@@ -32,7 +32,8 @@ class VmapOp(OpOverload[P, R]):
     ``torch.ops.<namespace>.<name>.default``.
     """
 
-    # Set by opreg_core._build.make_op; documented attributes of the public API.
+    # Set by opreg_core._build.make_op; documented attributes of the public API. Each option
+    # of VmapOpOptions (but name, resolved into qualname) is the attribute of its name.
     qualname: str
     namespace: str
     opname: str

@@ -1,15 +1,14 @@
-"""The options of ``register_vmap_op``: their names and types (``VmapOpOptions``), their
-defaults, and :func:`resolve`, which validates them all and builds the :class:`OpSpec` the
-registration works from. Errors name the op and the problem."""
+"""The options of ``register_vmap_op``: their declaration (``VmapOpOptions``: each keyword's
+name, type, default and meaning, in one place) and :func:`resolve`, which validates them all
+and builds the :class:`OpSpec` the registration works from. Errors name the op and the
+problem."""
 
-from __future__ import annotations
-
-import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict
 
+from ._declaration import Default, option_metadata, option_values
 from ._devices import dispatch_key_for
 from ._naming import default_name, split_name
 from ._samples import SampleInputs
@@ -17,113 +16,135 @@ from ._sharding import ShardingSpec, sharding_rule
 from ._signature import Signature, infer_schema, parse_signature
 
 
+@dataclass(frozen=True)
+class IsCallable:
+    """Metadata of a ``VmapOpOptions`` field: its value must be a callable (or None, unless
+    ``required``); ``resolve`` refuses anything else, naming the op and the option."""
+
+    required: bool = False
+
+
 class VmapOpOptions(TypedDict, total=False):
     """The keywords of ``register_vmap_op`` (every argument but ``fn``), for typing wrappers.
 
+    This class is where each keyword is declared, once: its name, its type, its default
+    (``Default(...)`` in its annotation; None without one) and its meaning (the docstring
+    under it). The checks of names, the defaults, the op's attributes and the checks of
+    callables are read from it. ``fake_fn`` is required (a ``TypeError`` without it).
+
     Packages built on opreg-core extend it (``class MyOptions(VmapOpOptions, total=False)``) and
-    forward ``**options`` to ``register_vmap_op`` without listing the keywords again. Defaults:
-    ``vmap_out_dims=0``, ``mutates_args=()``, ``differentiable=True``, every other ``None``;
-    ``fake_fn`` is required (a ``TypeError`` without it). See ``register_vmap_op`` for what
-    each means.
+    forward ``**options`` to ``register_vmap_op`` without listing the keywords again. The op
+    carries each option (but ``name``) as an attribute of the same name, checked and
+    normalised: ``vmap_out_dims`` one entry per output, ``mutates_args`` and ``device_types``
+    tuples, ``schema`` the op's schema.
     """
 
-    fake_fn: Callable[..., Any] | None
-    vmap_fn: Callable[..., Any] | None
-    fake_vmap_fn: Callable[..., Any] | None
-    vmap_wrap_inputs: Callable[..., Any] | None
-    vmap_out_dims: int | Sequence[int | None] | None
+    fake_fn: Annotated[Callable[..., Any] | None, IsCallable(required=True)]
+    """Required; computes output metadata (shapes, dtypes) for ``torch.compile``."""
+    vmap_fn: Annotated[Callable[..., Any] | None, IsCallable()]
+    """The batched implementation, written for ONE leading batch dim: every tensor argument
+    has its batch dim at 0 (unbatched ones are expanded to the batch without a copy), each
+    tensor of a ``Tensor[]``/``Tensor?[]`` too; an optional tensor given None arrives as None;
+    non-tensor arguments (``list[int]`` included) pass through unbatched. Nested vmap at any
+    depth calls it once. The argument and return types accepted are listed in
+    ``opreg_core._signature`` (others are refused here)."""
+    fake_vmap_fn: Annotated[Callable[..., Any] | None, IsCallable()]
+    """Required with ``vmap_fn``; the batched op's fake."""
+    vmap_wrap_inputs: Annotated[Callable[..., Any] | None, IsCallable()]
+    """``(info, in_dims, *args) -> args`` replaces the default input handling at the innermost
+    level (``in_dims`` has one entry per positional argument: an int or None, or a list of them
+    for a list of tensors)."""
+    vmap_out_dims: Annotated[int | Sequence[int | None] | None, Default(0)]
+    """Where ``vmap_fn``'s outputs carry the batch dim (int, None, or a tuple per output)."""
     max_vmap_level: int | None
+    """The deepest vmap nesting handled by ``vmap_fn``; deeper levels run a per-sample loop.
+    ``None`` (default): unlimited."""
     name: str | None
-    mutates_args: str | Sequence[str]
+    """``"namespace::opname"``; default ``<fn.__module__>::<fn.__name__>`` with non-identifier
+    characters replaced by ``_`` (see ``opreg_core._naming``). The op has it as ``qualname``."""
+    mutates_args: Annotated[str | Sequence[str], Default(())]
+    """As in ``torch.library.custom_op``."""
     device_types: str | Sequence[str] | None
+    """As in ``torch.library.custom_op``: where the fallback (and ``vmap_fn``) is registered."""
     schema: str | None
-    backward: Callable[..., Any] | None
-    setup_context: Callable[..., Any] | None
-    jvp: Callable[..., Any] | None
-    differentiable: bool
-    sample_inputs: SampleInputs | None
+    """As in ``torch.library.custom_op``."""
+    backward: Annotated[Callable[..., Any] | None, IsCallable()]
+    """Autograd, with ``setup_context``: see that option."""
+    setup_context: Annotated[Callable[..., Any] | None, IsCallable()]
+    """Autograd, as in ``torch.library.register_autograd``, except that ``setup_context``
+    receives all inputs in declaration order (kwarg-only ones last). Works under
+    ``.backward()``, ``torch.func.grad``/``jacrev``/``vjp`` and with vmap; the batched op's
+    backward is derived from this one."""
+    jvp: Annotated[Callable[..., Any] | None, IsCallable()]
+    """Forward-mode AD: ``jvp(ctx, *input_tangents) -> output tangent(s)``, with the ``ctx``
+    filled by ``setup_context`` (its ``saved_tensors`` included) and one tangent per input in
+    declaration order (None for non-tensor inputs and inputs without a tangent; a list for a
+    list of tensors). Return one tangent per output, of the output's shape (None for no
+    tangent). Works under ``torch.func.jvp``/``jacfwd``/``hessian``, dual tensors
+    (``torch.autograd.forward_ad``) and their compositions with ``vmap``, ``grad`` and
+    ``jacrev``; the batched op's jvp is derived from this one. Without it forward mode through
+    the op raises. ``backward`` and ``jvp`` may use ``torch.func`` themselves
+    (``torch.func.vjp``/``jvp`` of the function, vmap)."""
+    differentiable: Annotated[bool, Default(True)]
+    """``False`` declares the outputs non-differentiable by nature (random numbers, indices):
+    no gradient flows, and calls take the cheapest dispatch path."""
+    sample_inputs: Annotated[SampleInputs | None, IsCallable()]
+    """``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks."""
     sharding: ShardingSpec | None
+    """How the op runs on ``DTensor`` arguments: ``"elementwise"``, ``"rowwise"``,
+    ``"replicate"``, a ``ShardingRule`` or a ``register_sharding``-style function (see
+    ``opreg_core.register_sharding_rule``). None: no rule (DTensor refuses the op). The op has
+    the resolved ``ShardingRule`` (or None)."""
 
 
-#: The value of each option that is not given.
-DEFAULTS: Final[Mapping[str, object]] = {
-    **dict.fromkeys(VmapOpOptions.__annotations__),
-    "vmap_out_dims": 0,
-    "mutates_args": (),
-    "differentiable": True,
-}
-
-#: The options that the op keeps as given (once checked).
-_AS_GIVEN = (
-    "fake_fn",
-    "vmap_fn",
-    "fake_vmap_fn",
-    "vmap_wrap_inputs",
-    "max_vmap_level",
-    "backward",
-    "setup_context",
-    "jvp",
-    "differentiable",
-    "sample_inputs",
-    "sharding",
+#: The options that must be callables (``IsCallable``), in declaration order, each with
+#: whether it is required.
+_CALLABLES: Final = tuple(
+    (label, meta.required)
+    for label, metadata in option_metadata(VmapOpOptions).items()
+    for meta in metadata
+    if isinstance(meta, IsCallable)
 )
-
-#: The options that must be callables (or None), in the order they are checked.
-_CALLABLES = (
-    "vmap_fn",
-    "fake_vmap_fn",
-    "vmap_wrap_inputs",
-    "backward",
-    "setup_context",
-    "jvp",
-    "sample_inputs",
-)
-
-
-def check_option_names(options: Mapping[str, object], caller: str = "register_vmap_op") -> None:
-    """Refuse a keyword that is not an option, as Python does, with the nearest option named."""
-    for key in options:
-        if key not in DEFAULTS:
-            close = difflib.get_close_matches(key, DEFAULTS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}{hint}")
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One op's registration, resolved and validated: what the kernels are built from."""
+    """One op's registration, resolved and validated: what the kernels are built from.
+
+    Each option is read as an attribute of its own name (``spec.vmap_fn``) from ``options``.
+    """
 
     fn: Callable[..., Any]
     qualname: str
     namespace: str
     opname: str
-    fake_fn: Callable[..., Any]
-    vmap_fn: Callable[..., Any] | None
-    fake_vmap_fn: Callable[..., Any] | None  #: set whenever ``vmap_fn`` is
-    vmap_wrap_inputs: Callable[..., Any] | None
-    out_dims: tuple[int | None, ...]  #: one per output
-    max_vmap_level: int | None
-    mutated: tuple[str, ...]
-    device_types: tuple[str, ...] | None
     dispatch_keys: tuple[str, ...]  #: where the fallback and ``vmap_fn`` are registered
     signature: Signature
-    backward: Callable[..., Any] | None
-    setup_context: Callable[..., Any] | None
-    jvp: Callable[..., Any] | None
-    differentiable: bool
-    sample_inputs: SampleInputs | None
-    sharding: ShardingSpec | None  #: checked by :func:`sharding_rule`
+    #: Every option of :class:`VmapOpOptions` but ``name`` (``qualname`` is its resolved form),
+    #: checked, with its default where not given, and normalised where ``resolve`` says so.
+    options: Mapping[str, Any]
 
     @property
     def num_returns(self) -> int:
         return self.signature.num_returns
 
+    def __post_init__(self) -> None:
+        self.__dict__.update(self.options)  # spec.vmap_fn, ...: plain attributes
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, label: str) -> Any: ...  # the options, set by __post_init__
+
+
+def check_option_names(options: Mapping[str, object]) -> None:
+    """Refuse a keyword that is not an option, as Python does, with the nearest option named."""
+    option_values(VmapOpOptions, options, "register_vmap_op")
+
 
 def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
     """Apply the defaults to ``options`` (keywords of ``register_vmap_op``), check everything
     that can be checked before registering, and return the resolved registration."""
-    check_option_names(options)
-    o = {**DEFAULTS, **options}
+    o = option_values(VmapOpOptions, options, "register_vmap_op")
     if not callable(fn):
         raise TypeError(f"opreg: register_vmap_op expects a function, got {type(fn).__name__}")
     qualname = default_name(fn) if o["name"] is None else o["name"]
@@ -154,25 +175,29 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
     if o["sharding"] is not None:
         sharding_rule(o["sharding"], qualname)  # refuse a bad rule before registering anything
     _check_derivatives(qualname, o, signature)
+    del o["name"]  # resolved into qualname, namespace and opname
+    # The normalised options; every other one is kept as given (once checked).
+    o.update(
+        vmap_out_dims=out_dims,
+        mutates_args=mutated,
+        device_types=device_types,
+        schema=signature.schema,
+    )
     return OpSpec(
         fn=fn,
         qualname=qualname,
         namespace=namespace,
         opname=opname,
-        out_dims=out_dims,
-        mutated=mutated,
-        device_types=device_types,
         dispatch_keys=keys,
         signature=signature,
-        **{label: o[label] for label in _AS_GIVEN},
+        options=o,
     )
 
 
 def _check_functions(qualname: str, o: Mapping[str, Any]) -> None:
     """The options that don't need the schema: callables, and which ones go together."""
-    check_callable(qualname, "fake_fn", o["fake_fn"], required=True)
-    for label in _CALLABLES:
-        check_callable(qualname, label, o[label])
+    for label, required in _CALLABLES:
+        check_callable(qualname, label, o[label], required)
     if o["vmap_fn"] is not None and o["fake_vmap_fn"] is None:
         raise TypeError(f"opreg: {qualname}: vmap_fn needs fake_vmap_fn (the batched op's fake)")
     if o["vmap_fn"] is None:

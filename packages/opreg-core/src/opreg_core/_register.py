@@ -58,52 +58,10 @@ def register_vmap_op(
             one, unless the schema declares the alias: the first call of each kernel raises
             otherwise, as ``torch.library.custom_op`` does.
 
-    Keyword Args:
-        fake_fn: required; computes output metadata (shapes, dtypes) for ``torch.compile``.
-        vmap_fn: the batched implementation, written for ONE leading batch dim: every tensor
-            argument has its batch dim at 0 (unbatched ones are expanded to the batch without a
-            copy), each tensor of a ``Tensor[]``/``Tensor?[]`` too; an optional tensor given
-            None arrives as None; non-tensor arguments (``list[int]`` included) pass through
-            unbatched. Nested vmap at any depth calls it once. The argument and return types
-            accepted are listed in ``opreg_core._signature`` (others are refused here).
-        fake_vmap_fn: required with ``vmap_fn``; the batched op's fake.
-        vmap_wrap_inputs: ``(info, in_dims, *args) -> args`` replaces the default input handling
-            at the innermost level (``in_dims`` has one entry per positional argument: an int
-            or None, or a list of them for a list of tensors).
-        vmap_out_dims: where ``vmap_fn``'s outputs carry the batch dim (int, None, or a tuple
-            per output).
-        max_vmap_level: the deepest vmap nesting handled by ``vmap_fn``; deeper levels run a
-            per-sample loop. ``None`` (default): unlimited.
-        name: ``"namespace::opname"``; default ``<fn.__module__>::<fn.__name__>`` with
-            non-identifier characters replaced by ``_`` (see ``opreg_core._naming``).
-        mutates_args: as in ``torch.library.custom_op``.
-        device_types: as in ``torch.library.custom_op``: where the fallback (and
-            ``vmap_fn``) is registered.
-        schema: as in ``torch.library.custom_op``.
-        backward: autograd, with ``setup_context``: see that parameter.
-        setup_context: autograd, as in ``torch.library.register_autograd``, except that
-            ``setup_context`` receives all inputs in declaration order (kwarg-only ones last).
-            Works under ``.backward()``, ``torch.func.grad``/``jacrev``/``vjp`` and with vmap;
-            the batched op's backward is derived from this one.
-        jvp: forward-mode AD: ``jvp(ctx, *input_tangents) -> output tangent(s)``, with the
-            ``ctx`` filled by ``setup_context`` (its ``saved_tensors`` included) and one tangent
-            per input in declaration order (None for non-tensor inputs and inputs without a
-            tangent; a list for a list of tensors). Return one tangent per output, of the
-            output's shape (None for no tangent). Works under ``torch.func.jvp``/``jacfwd``/
-            ``hessian``, dual tensors (``torch.autograd.forward_ad``) and their compositions
-            with ``vmap``, ``grad`` and ``jacrev``; the batched op's jvp is derived from this
-            one. Without it forward mode through the op raises. ``backward`` and ``jvp`` may
-            use ``torch.func`` themselves (``torch.func.vjp``/``jvp`` of the function, vmap).
-        differentiable: ``False`` declares the outputs non-differentiable by nature (random
-            numbers, indices): no gradient flows, and calls take the cheapest dispatch path.
-        sample_inputs: ``(device) -> Iterable[SampleInput]`` used by the opreg-testing checks.
-        sharding: how the op runs on ``DTensor`` arguments: ``"elementwise"``, ``"rowwise"``,
-            ``"replicate"``, a ``ShardingRule`` or a ``register_sharding``-style function (see
-            ``opreg_core.register_sharding_rule``). None: no rule (DTensor refuses the op).
-
-    The keywords and their types are those of :class:`VmapOpOptions` (a wrapper can take
-    ``**options: Unpack[VmapOpOptions]`` and forward them); an unknown keyword raises
-    ``TypeError`` naming the nearest option.
+    The keywords are the options, each declared and documented once, in
+    :class:`VmapOpOptions` (its name, type, default and meaning); ``fake_fn`` is required. A
+    wrapper can take ``**options: Unpack[VmapOpOptions]`` and forward them; an unknown
+    keyword raises ``TypeError`` naming the nearest option.
 
     Registering a name that opreg registered before (re-running a notebook cell, a reload)
     replaces the earlier op: its kernels are removed, the new ones registered, and old handles

@@ -6,13 +6,18 @@ kernel (:func:`~opreg_kernels._dispatch_kernel.make_triton_kernel`) per Triton d
 through :meth:`opreg_core.VmapOp.register_kernel`.
 """
 
-from __future__ import annotations
-
-import difflib
 from collections.abc import Callable, Sequence
-from typing import ParamSpec, TypeVar, Unpack, cast, overload
+from typing import Annotated, Any, Final, ParamSpec, TypeVar, Unpack, cast, overload
 
-from opreg_core import VmapOp, VmapOpOptions, default_name, device_type_name, register_vmap_op
+from opreg_core import (
+    Default,
+    VmapOp,
+    VmapOpOptions,
+    default_name,
+    device_type_name,
+    option_values,
+    register_vmap_op,
+)
 
 from ._availability import triton_device_types
 from ._compiler_visible import add_decomposition_rules
@@ -27,31 +32,50 @@ R = TypeVar("R")
 
 
 class TritonOpOptions(VmapOpOptions, total=False):
-    """The keywords of :func:`register_triton_op`: those of ``register_vmap_op`` and four more.
-
-    ``triton_fn`` is required; ``triton_device_types`` and ``triton_vmap_fn`` default to None,
-    ``compiler_visible`` to False (see :func:`register_triton_op`).
+    """The keywords of :func:`register_triton_op`: those of ``register_vmap_op`` (see
+    :class:`~opreg_core.VmapOpOptions`) and the Triton ones below, each declared here once:
+    its name, type, default (``Default(...)``; None without one) and meaning.
+    ``triton_fn`` is required.
     """
 
     triton_fn: Launcher | None
+    """The launcher, called with the op's arguments (plain tensors) on each Triton device
+    type; it allocates the outputs and launches the kernel. A ``"package.module:function"``
+    string is imported on the first launch, which keeps modules with ``@triton.jit`` kernels
+    out of import time."""
     triton_device_types: str | Sequence[str] | None
+    """Device types that get the launcher: None (default) for
+    :func:`~opreg_kernels.triton_device_types` at registration time, a str, or a sequence of
+    str. Types this torch build does not know are skipped (see :func:`triton_kernel_info`)."""
     triton_vmap_fn: Launcher | None
-    compiler_visible: bool
+    """Optional launcher for the batched operator (``vmap_fn``'s signature), so that
+    ``vmap(op)`` runs Triton too; needs ``vmap_fn``."""
+    compiler_visible: Annotated[bool, Default(False)]
+    """False (default): ``torch.compile``, ``torch.export`` and AOTInductor see the op as one
+    opaque operator. True: the launcher calls each kernel as
+    ``torch.library.wrap_triton(kernel)[grid](...)`` and uses only PyTorch operations
+    otherwise; then, under ``torch.compile`` on a device type that runs the Triton launcher
+    (Triton available, not interpreted), the op decomposes into its kernels, which Inductor
+    launches from its own code (and AOTInductor compiles into its package, which then runs
+    without opreg). On every other device, and in eager everywhere, the op behaves as with
+    False (the fallback off the Triton devices), so compiled results equal eager ones there.
+    ``torch.export`` keeps the op whole. The batched op is visible too when ``triton_vmap_fn``
+    is given (it follows the same rules); otherwise ``vmap`` of the op runs ``vmap_fn`` as an
+    opaque batched operator. A launcher that cannot be traced (e.g. a bare ``kernel[grid](...)``
+    call) fails the compilation with an error that says so; it never runs silently."""
 
 
-#: Every keyword register_triton_op accepts.
-_OPTION_NAMES = TritonOpOptions.__required_keys__ | TritonOpOptions.__optional_keys__
+#: The keywords register_triton_op adds to register_vmap_op's (kept from it, not forwarded).
+_TRITON_KEYS: Final = TritonOpOptions.__optional_keys__ - VmapOpOptions.__optional_keys__
 
 
-def _check_option_names(options: dict[str, object]) -> None:
-    """Refuse a keyword that is not an option, as Python (and register_vmap_op) would."""
-    for key in options:
-        if key not in _OPTION_NAMES:
-            close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(
-                f"register_triton_op() got an unexpected keyword argument {key!r}{hint}"
-            )
+def _split_options(options: TritonOpOptions) -> tuple[dict[str, Any], VmapOpOptions]:
+    """``options`` checked against :class:`TritonOpOptions`: the Triton ones (every one, with
+    its default where not given) and the rest, as given, for ``register_vmap_op``."""
+    values = option_values(TritonOpOptions, options, "register_triton_op")
+    triton = {key: values[key] for key in _TRITON_KEYS}
+    core = {key: value for key, value in options.items() if key not in _TRITON_KEYS}
+    return triton, cast(VmapOpOptions, core)
 
 
 def _device_type_set(qualname: str, value: object) -> frozenset[str]:
@@ -88,12 +112,9 @@ def _check_launcher(qualname: str, label: str, value: object) -> Launcher:
 
 def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
     """Check the Triton options, register the op with core, then give it its Triton kernels."""
-    rest = options.copy()
-    triton_fn = rest.pop("triton_fn", None)
-    devices_option = rest.pop("triton_device_types", None)
-    triton_vmap_fn = rest.pop("triton_vmap_fn", None)
-    compiler_visible = rest.pop("compiler_visible", False)
-    core_options = cast(VmapOpOptions, rest)  # the Triton keys are gone
+    triton, core_options = _split_options(options)
+    triton_fn, triton_vmap_fn = triton["triton_fn"], triton["triton_vmap_fn"]
+    devices_option, compiler_visible = triton["triton_device_types"], triton["compiler_visible"]
     name = core_options.get("name")
     qualname = name if isinstance(name, str) else default_name(f)
     launcher = _check_launcher(qualname, "triton_fn", triton_fn)
@@ -138,44 +159,19 @@ def register_triton_op(
 ) -> VmapOp[P, R] | Callable[[Callable[P, R]], VmapOp[P, R]]:
     """Register an op with a PyTorch fallback and a Triton launcher for chosen device types.
 
-    Every keyword of :func:`opreg_core.register_vmap_op` means the same here (see
-    :class:`~opreg_core.VmapOpOptions`); the decorated function is the fallback and serves
-    every device that has no Triton kernel, and every device while Triton is unavailable.
-
-    Keyword Args:
-        triton_fn: the launcher, called with the op's arguments (plain tensors) on
-            each Triton device type; it allocates the outputs and launches the kernel.
-            A ``"package.module:function"`` string is imported on the first launch,
-            which keeps modules with ``@triton.jit`` kernels out of import time.
-        triton_device_types: device types that get the launcher: None (default) for
-            :func:`~opreg_kernels.triton_device_types` at registration time, a str, or a
-            sequence of str. Types this torch build does not know are skipped (see
-            :func:`triton_kernel_info`).
-        triton_vmap_fn: optional launcher for the batched operator (``vmap_fn``'s
-            signature), so that ``vmap(op)`` runs Triton too; needs ``vmap_fn``.
-        compiler_visible: False (default): ``torch.compile``, ``torch.export`` and
-            AOTInductor see the op as one opaque operator. True: the launcher calls each
-            kernel as ``torch.library.wrap_triton(kernel)[grid](...)`` and uses only
-            PyTorch operations otherwise; then, under ``torch.compile`` on a device type
-            that runs the Triton launcher (Triton available, not interpreted), the op
-            decomposes into its kernels, which Inductor launches from its own code (and
-            AOTInductor compiles into its package, which then runs without opreg). On every
-            other device, and in eager everywhere, the op behaves as with False (the
-            fallback off the Triton devices), so compiled results equal eager ones there.
-            ``torch.export`` keeps the op whole. The batched op is visible too when
-            ``triton_vmap_fn`` is given (it follows the same rules); otherwise ``vmap`` of
-            the op runs ``vmap_fn`` as an opaque batched operator. A launcher that cannot
-            be traced (e.g. a bare ``kernel[grid](...)`` call) fails the compilation with
-            an error that says so; it never runs silently.
-        sharding: how the op runs on DTensor arguments, as in ``register_vmap_op``; on each
-            rank the Triton kernel runs on the local shard, under its device's guard.
+    The keywords are those of :class:`TritonOpOptions`, each documented there: every keyword
+    of :func:`opreg_core.register_vmap_op` means the same here (see
+    :class:`~opreg_core.VmapOpOptions`), and the others are Triton's. The decorated function
+    is the fallback and serves every device that has no Triton kernel, and every device while
+    Triton is unavailable. With ``sharding``, on DTensor arguments the Triton kernel runs on
+    each rank's local shard, under its device's guard.
 
     Every launch runs with the tensors' device made current; a kernel that fails to
     compile or launch raises :class:`~opreg_kernels.TritonKernelError`. The op's
     :class:`~opreg_kernels.TritonKernelInfo` lives with it (``triton_kernel_info(op)``):
     ``opreg_core.unregister`` and a re-registration of the name drop it.
     """
-    _check_option_names(dict(options))
+    _split_options(options)  # a wrong keyword is refused at once, in the decorator form too
     if fn is None:
 
         def decorator(f: Callable[P, R]) -> VmapOp[P, R]:
