@@ -1,4 +1,4 @@
-"""Backend detection: has_triton, the Triton device-type set, triton_supports_device."""
+"""Triton availability (_availability): has_triton, the device-type set, triton_supports_device."""
 
 from __future__ import annotations
 
