@@ -139,5 +139,7 @@ def triton_kernel_info(op: VmapOp[Any, Any] | str) -> TritonKernelInfo:
     info = found.extensions.get(EXTENSION_KEY) if found is not None else None
     if not isinstance(info, TritonKernelInfo):
         name = op if isinstance(op, str) else getattr(op, "qualname", None) or repr(op)
-        raise ValueError(f"opreg: {name} was not registered by register_triton_op")
+        raise ValueError(
+            f"opreg: {name}: has no Triton kernels (not registered by register_triton_op)"
+        )
     return info
