@@ -130,13 +130,6 @@ def test_missing_internals_names_what_this_torch_lacks(monkeypatch: pytest.Monke
     assert _private.missing_internals() == list(lacking)
 
 
-def test_the_former_name_of_the_triton_device_record_still_works() -> None:
-    import opreg_testing
-
-    assert opreg_testing.TritonDevice is opreg_testing.TritonDeviceChanges
-    assert {"TritonDevice", "TritonDeviceChanges"} <= set(opreg_testing.__all__)
-
-
 def test_ops_in_finds_a_modules_ops() -> None:
     kernels = pytest.importorskip("opreg_kernels")
     names = {op.qualname for op in ops_in("opreg_kernels")}
