@@ -11,6 +11,7 @@ from ._dtensor import register_sharding_rule
 from ._op import VmapOp
 from ._options import VmapOpOptions, check_option_names, resolve
 from ._registrar import Registrar, check_name_free
+from ._registry_lock import registry_lock
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -18,7 +19,7 @@ R = TypeVar("R")
 
 def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
     spec = resolve(fn, options)
-    with _registry.registry_lock():
+    with registry_lock():
         previous = _registry.lookup(spec.qualname)
         if previous is not None:
             _registry.destroy(previous)

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._op import VmapOp
 from ._private import rebind_call
+from ._registry_lock import registry_lock
 
-if TYPE_CHECKING:
-    from ._op import VmapOp
-
-_lock = threading.RLock()
 _ops: dict[str, VmapOp[Any, Any]] = {}
 #: Earlier handles of each name, updated on re-registration so every handle is the live op.
 _earlier: dict[str, list[weakref.ref[VmapOp[Any, Any]]]] = {}
-
-
-def registry_lock() -> threading.RLock:
-    """Held while an op is (re-)registered, so concurrent registrations stay consistent."""
-    return _lock
 
 
 def lookup(qualname: str) -> VmapOp[Any, Any] | None:
@@ -47,7 +39,7 @@ def add(op: VmapOp[Any, Any]) -> None:
 def registered_ops(module: str | None = None) -> tuple[VmapOp[Any, Any], ...]:
     """All live opreg ops, in registration order; with ``module``, only those whose function
     was defined in that module or one of its submodules."""
-    with _lock:
+    with registry_lock():
         ops = tuple(_ops.values())
     if module is None:
         return ops
@@ -65,7 +57,7 @@ def get_op(qualname: str) -> VmapOp[Any, Any]:
 def unregister(qualname: str) -> None:
     """Remove an op, every kernel opreg registered for it and everything attached to it
     (``VmapOp.extensions``); tests use this for cleanup."""
-    with _lock:
+    with registry_lock():
         op = _ops.pop(qualname, None)
         _earlier.pop(qualname, None)
         if op is not None:

@@ -34,34 +34,23 @@ from opreg_core import get_op
 
 from ._availability import has_triton, triton_interpreted
 from ._dispatch_kernel import (
-    Launcher,
     first_tensor,
     is_caller_error,
     raised_in_triton,
     resolve_launcher,
 )
+from ._kernel_info import EXTENSION_KEY, TritonKernelInfo
 from ._private import (
     FunctionalTensorMode,
     decomposable_types,
     export_keeps_triton_ops,
-    wrap_triton_disabled,
 )
 
-__all__ = ["add_decomposition_rules", "eager_launcher"]
+__all__ = ["add_decomposition_rules"]
 
 #: Operator names ("ns::op") that have the decomposition rule (rules are never removed).
 _ruled: set[str] = set()
 _lock = threading.Lock()
-
-
-def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
-    """The launcher as eager runs it: ``wrap_triton`` dispatch off (see module docstring).
-
-    A ``"package.module:function"`` launcher is still imported on its first launch; an import
-    failure then surfaces from the dispatcher kernel as a ``TritonKernelError``, as before.
-    One Python frame is added to a launch.
-    """
-    return wrap_triton_disabled(lambda: resolve_launcher(launcher))
 
 
 def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -74,8 +63,6 @@ def _visible_launcher(
     qualname: str, batched: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[..., Any] | None:
     """The launcher to decompose this call into, or None to keep the op opaque."""
-    from ._kernel_info import EXTENSION_KEY, TritonKernelInfo  # imports this module
-
     try:
         op = get_op(qualname)
     except KeyError:

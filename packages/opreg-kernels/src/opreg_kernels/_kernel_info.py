@@ -10,8 +10,7 @@ from typing import Any
 
 from opreg_core import KernelHandle, VmapOp, device_type_name, get_op
 
-from ._compiler_visible import eager_launcher
-from ._dispatch_kernel import Launcher, make_triton_kernel
+from ._dispatch_kernel import Launcher, eager_launcher, make_triton_kernel
 
 __all__ = ["EXTENSION_KEY", "TritonKernelInfo", "triton_kernel_info"]
 

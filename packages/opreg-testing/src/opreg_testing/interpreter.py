@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from opreg_core import VmapOp, device_type_name, registered_ops
 
-from .devices import TRITON_CPU, is_triton_cpu
+from ._triton_cpu import TRITON_CPU, is_triton_cpu
 
 if TYPE_CHECKING:
     import torch
