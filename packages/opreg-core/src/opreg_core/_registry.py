@@ -1,4 +1,7 @@
-"""The process-wide registry of opreg ops, for re-registration and for the checking tools."""
+"""The process-wide registry of opreg ops, for re-registration and for the checking tools.
+
+It only records ops; ``_register`` registers them and takes them apart again (``unregister``).
+"""
 
 from __future__ import annotations
 
@@ -54,20 +57,8 @@ def get_op(qualname: str) -> VmapOp[Any, Any]:
     return op
 
 
-def unregister(qualname: str) -> None:
-    """Remove an op, every kernel opreg registered for it and everything attached to it
-    (``VmapOp.extensions``); tests use this for cleanup."""
+def remove(qualname: str) -> VmapOp[Any, Any] | None:
+    """Forget the op of ``qualname`` and its earlier handles; the op, or None if none."""
     with registry_lock():
-        op = _ops.pop(qualname, None)
         _earlier.pop(qualname, None)
-        if op is not None:
-            destroy(op)
-            op.extensions.clear()
-
-
-def destroy(op: VmapOp[Any, Any]) -> None:
-    for handle in list(op._kernels.values()):
-        handle.remove()
-    for lib in op._libs:
-        lib.destroy()
-    op._libs.clear()
+        return _ops.pop(qualname, None)

@@ -1,11 +1,13 @@
 """``TritonKernelInfo``: which device types of one op run its Triton launcher, and a way to
 change that. It lives with the op, in ``op.extensions["opreg_kernels.triton"]``, so that
-``opreg_core.unregister`` and a re-registration drop it with the op."""
+``opreg_core.unregister`` and a re-registration drop it with the op, calling its ``release()``
+first (which undoes what the registration put outside the op: the compiler-visible rules)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from opreg_core import KernelHandle, VmapOp, device_type_name, get_op
@@ -46,6 +48,7 @@ class TritonKernelInfo:
         self._handles: dict[str, list[KernelHandle]] = {}
         self._skipped: set[str] = set()
         self._lock = threading.Lock()
+        self._on_release: list[Callable[[], None]] = []
 
     @property
     def device_types(self) -> frozenset[str]:
@@ -111,6 +114,16 @@ class TritonKernelInfo:
         for handle in handles or ():
             handle.remove()
         return handles is not None
+
+    def on_release(self, undo: Callable[[], None]) -> None:
+        """Call ``undo`` when the op's registration ends (see :meth:`release`)."""
+        self._on_release.append(undo)
+
+    def release(self) -> None:
+        """Undo what the registration put outside the op (opreg-core calls it when the op is
+        unregistered or its name registered again; the op's kernels go with the op)."""
+        while self._on_release:
+            self._on_release.pop()()
 
     def __repr__(self) -> str:
         return (
