@@ -241,7 +241,7 @@ def test_a_failure_while_capturing_says_to_warm_up(
     with pytest.raises(TritonKernelError) as caught:
         op(torch.ones(3))
     message = str(caught.value)
-    assert message.startswith(f"{ns}::scale: the Triton kernel failed")
+    assert message.startswith(f"opreg: {ns}::scale: the Triton kernel failed")
     assert ("Warm up first: call the op once" in message) is capturing
     assert ("while a CUDA graph was being captured" in message) is capturing
     assert seen == [("cpu", -1)]

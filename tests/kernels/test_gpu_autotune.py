@@ -127,7 +127,7 @@ print(json.dumps({
     )
     assert result["raised"], "the capture without warm-up did not fail"
     message = str(result["message"])
-    assert message.startswith("gpu_autotune::scale: the Triton kernel failed"), result
+    assert message.startswith("opreg: gpu_autotune::scale: the Triton kernel failed"), result
     assert "while a CUDA graph was being captured" in message
     assert "Warm up first: call the op once" in message
     assert result["after_warm_up"] is True and result["replay"] is True

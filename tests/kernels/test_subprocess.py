@@ -129,6 +129,7 @@ def test_broken_triton_import_warns_once_and_falls_back(tmp_path: Path) -> None:
     lines = opreg_lines(stderr)
     assert len(lines) == 1, stderr
     assert "RuntimeWarning" in lines[0] and "simulated broken Triton build" in lines[0]
+    assert "opreg: Triton is installed but failed to import" in lines[0]
 
 
 def test_triton_with_a_missing_dependency_counts_as_broken(tmp_path: Path) -> None:

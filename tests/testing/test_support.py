@@ -117,13 +117,6 @@ def test_interpreter_enabled_agrees_with_triton(monkeypatch: pytest.MonkeyPatch)
         assert interpreter_enabled() is bool(runtime.interpret), repr(value)
 
 
-def test_the_former_name_of_the_triton_device_record_still_works() -> None:
-    import opreg_testing
-
-    assert opreg_testing.TritonDevice is opreg_testing.TritonDeviceChanges
-    assert {"TritonDevice", "TritonDeviceChanges"} <= set(opreg_testing.__all__)
-
-
 def test_ops_in_finds_a_modules_ops() -> None:
     kernels = pytest.importorskip("opreg_kernels")
     names = {op.qualname for op in ops_in("opreg_kernels")}

@@ -15,8 +15,8 @@ from ._kernels import KernelHandle
 from ._naming import default_name
 from ._op import Registration, VmapOp
 from ._options import VmapOpOptions
-from ._register import register_vmap_op
-from ._registry import get_op, registered_ops, unregister
+from ._register import register_vmap_op, unregister
+from ._registry import get_op, registered_ops
 from ._samples import SampleInput
 from ._sharding import (
     CustomSharding,

@@ -1,21 +1,22 @@
 """Kernels as opreg registers them (arity-checked, below autograd for a non-differentiable
-op), and the per-device kernels of :meth:`VmapOp.register_kernel`."""
+op), and the per-device kernels of :meth:`VmapOp.register_kernel`.
+
+This module sits below ``_op`` (whose ``register_kernel`` calls :func:`add_kernel`): it sees
+an op as a :class:`KernelTarget`, the attributes adding a kernel reads, which ``VmapOp`` has.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from . import _registry
 from ._aliasing import first_call_checked
 from ._autograd import requires_grad
 from ._devices import device_type_name, dispatch_key_for
 from ._naming import BATCHED_SUFFIX
 from ._options import check_callable
 from ._private import Library, below_autograd
-
-if TYPE_CHECKING:
-    from ._op import VmapOp
+from ._registry_lock import registry_lock
 
 
 def checked_arity(
@@ -58,10 +59,31 @@ def as_registered(
     return checked if differentiable else below_autograd(checked, requires_grad)
 
 
+class KernelTarget(Protocol):
+    """What adding a kernel reads of an op (an opreg ``VmapOp``)."""
+
+    @property
+    def qualname(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def opname(self) -> str: ...
+    @property
+    def schema(self) -> str: ...
+    @property
+    def differentiable(self) -> bool: ...
+    @property
+    def vmap_out_dims(self) -> tuple[int | None, ...]: ...
+    @property
+    def batched_overload(self) -> object | None: ...
+    @property
+    def _kernels(self) -> dict[tuple[str, bool], KernelHandle]: ...
+
+
 class KernelHandle:
     """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
 
-    def __init__(self, op: VmapOp[Any, Any], device_type: str, batched: bool, lib: Any) -> None:
+    def __init__(self, op: KernelTarget, device_type: str, batched: bool, lib: Any) -> None:
         self.op = op
         self.device_type = device_type
         self.batched = batched
@@ -80,7 +102,7 @@ class KernelHandle:
 
 
 def add_kernel(
-    op: VmapOp[Any, Any], device_type: str, kernel: Callable[..., Any], batched: bool
+    op: KernelTarget, device_type: str, kernel: Callable[..., Any], batched: bool
 ) -> KernelHandle:
     """Implementation of :meth:`VmapOp.register_kernel`."""
     check_callable(op.qualname, "kernel", kernel, required=True)
@@ -94,7 +116,7 @@ def add_kernel(
             "with vmap_fn"
         )
     device = device_type_name(device_type)
-    with _registry.registry_lock():
+    with registry_lock():
         old = op._kernels.get((device, batched))
         if old is not None:
             old.remove()

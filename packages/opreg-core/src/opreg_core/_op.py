@@ -60,7 +60,8 @@ class VmapOp(OpOverload[P, R]):
     vmap_stats: VmapStats
     #: Data that packages built on opreg-core attach to the op, under a key naming the package
     #: (e.g. ``"opreg_kernels.triton"``). Each registration starts a fresh, empty dict (earlier
-    #: handles of a re-registered name see the new one); ``unregister`` empties it.
+    #: handles of a re-registered name see the new one); ``unregister`` and a re-registration
+    #: empty it, first calling the ``release()`` method of each value that has one.
     extensions: dict[str, object]
     _kernels: dict[tuple[str, bool], KernelHandle]
     _libs: list[Any]

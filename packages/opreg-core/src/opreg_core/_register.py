@@ -1,4 +1,12 @@
-"""``register_vmap_op``: resolve the options, then build the op into the dispatcher."""
+"""``register_vmap_op``: resolve the options, then build the op into the dispatcher; and its
+inverse, ``unregister``.
+
+:func:`_retire` is the one place that takes an op's registration apart (on ``unregister`` and
+when its name is registered again): its kernels and libraries, its DTensor rule, and what
+packages built on opreg-core attached to it (``VmapOp.extensions``: a value with a
+``release()`` method has it called first, e.g. opreg-kernels' compiler-visible rules). An op
+leaves nothing behind in any table of opreg's.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from ._dtensor import register_sharding_rule
 from ._op import VmapOp
 from ._options import VmapOpOptions, check_option_names, resolve
 from ._registrar import Registrar, check_name_free
+from ._registry_lock import registry_lock
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -18,10 +27,10 @@ R = TypeVar("R")
 
 def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
     spec = resolve(fn, options)
-    with _registry.registry_lock():
+    with registry_lock():
         previous = _registry.lookup(spec.qualname)
         if previous is not None:
-            _registry.destroy(previous)
+            _retire(previous)
         else:
             check_name_free(spec.qualname)
         reg = Registrar(spec.namespace)
@@ -34,6 +43,37 @@ def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
         op.__dict__["sharding"] = register_sharding_rule(op, spec.sharding)
         _registry.add(op)  # earlier handles of the name now call the new definition
     return cast(VmapOp[P, R], op)
+
+
+def unregister(qualname: str) -> None:
+    """Remove an op, every kernel opreg registered for it, its sharding rule and everything
+    attached to it (``VmapOp.extensions``); tests use this for cleanup. An unknown name is
+    ignored."""
+    with registry_lock():
+        op = _registry.remove(qualname)
+        if op is not None:
+            _retire(op)
+
+
+def _retire(op: VmapOp[Any, Any]) -> None:
+    """Take ``op``'s registration apart (see the module docstring)."""
+    for handle in list(op._kernels.values()):
+        handle.remove()
+    for lib in op._libs:
+        lib.destroy()
+    op._libs.clear()
+    register_sharding_rule(op, None)  # DTensor forgets the op (pending or applied)
+    errors: list[BaseException] = []
+    for value in list(op.extensions.values()):
+        release = getattr(value, "release", None)
+        if callable(release):
+            try:
+                release()
+            except Exception as exc:  # the other packages still release theirs
+                errors.append(exc)
+    op.extensions.clear()
+    if errors:
+        raise errors[0]
 
 
 @overload

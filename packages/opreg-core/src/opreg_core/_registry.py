@@ -1,25 +1,20 @@
-"""The process-wide registry of opreg ops, for re-registration and for the checking tools."""
+"""The process-wide registry of opreg ops, for re-registration and for the checking tools.
+
+It only records ops; ``_register`` registers them and takes them apart again (``unregister``).
+"""
 
 from __future__ import annotations
 
-import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._op import VmapOp
 from ._private import rebind_call
+from ._registry_lock import registry_lock
 
-if TYPE_CHECKING:
-    from ._op import VmapOp
-
-_lock = threading.RLock()
 _ops: dict[str, VmapOp[Any, Any]] = {}
 #: Earlier handles of each name, updated on re-registration so every handle is the live op.
 _earlier: dict[str, list[weakref.ref[VmapOp[Any, Any]]]] = {}
-
-
-def registry_lock() -> threading.RLock:
-    """Held while an op is (re-)registered, so concurrent registrations stay consistent."""
-    return _lock
 
 
 def lookup(qualname: str) -> VmapOp[Any, Any] | None:
@@ -47,7 +42,7 @@ def add(op: VmapOp[Any, Any]) -> None:
 def registered_ops(module: str | None = None) -> tuple[VmapOp[Any, Any], ...]:
     """All live opreg ops, in registration order; with ``module``, only those whose function
     was defined in that module or one of its submodules."""
-    with _lock:
+    with registry_lock():
         ops = tuple(_ops.values())
     if module is None:
         return ops
@@ -62,20 +57,8 @@ def get_op(qualname: str) -> VmapOp[Any, Any]:
     return op
 
 
-def unregister(qualname: str) -> None:
-    """Remove an op, every kernel opreg registered for it and everything attached to it
-    (``VmapOp.extensions``); tests use this for cleanup."""
-    with _lock:
-        op = _ops.pop(qualname, None)
+def remove(qualname: str) -> VmapOp[Any, Any] | None:
+    """Forget the op of ``qualname`` and its earlier handles; the op, or None if none."""
+    with registry_lock():
         _earlier.pop(qualname, None)
-        if op is not None:
-            destroy(op)
-            op.extensions.clear()
-
-
-def destroy(op: VmapOp[Any, Any]) -> None:
-    for handle in list(op._kernels.values()):
-        handle.remove()
-    for lib in op._libs:
-        lib.destroy()
-    op._libs.clear()
+        return _ops.pop(qualname, None)

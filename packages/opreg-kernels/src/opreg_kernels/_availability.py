@@ -53,7 +53,9 @@ def register_triton_device_type(name: str) -> None:
     """
     global _device_types
     if not isinstance(name, str):
-        raise TypeError(f"register_triton_device_type: expected a str, got {type(name).__name__}")
+        raise TypeError(
+            f"opreg: register_triton_device_type expects a str, got {type(name).__name__}"
+        )
     normalized = device_type_name(name)
     if not normalized:
         return
@@ -69,7 +71,9 @@ def unregister_triton_device_type(name: str) -> None:
     """
     global _device_types
     if not isinstance(name, str):
-        raise TypeError(f"unregister_triton_device_type: expected a str, got {type(name).__name__}")
+        raise TypeError(
+            f"opreg: unregister_triton_device_type expects a str, got {type(name).__name__}"
+        )
     normalized = device_type_name(name)
     with _lock:
         if normalized in _device_types:
@@ -103,7 +107,7 @@ def _detect() -> bool:
 
 def _warn_broken(exc: BaseException) -> None:
     warnings.warn(
-        f"opreg_kernels: Triton is installed but failed to import ({type(exc).__name__}: {exc}); "
+        f"opreg: Triton is installed but failed to import ({type(exc).__name__}: {exc}); "
         f"opreg ops use their PyTorch fallbacks. Set {DISABLE_ENV_VAR}=1 to silence this.",
         RuntimeWarning,
         stacklevel=4,  # the caller of has_triton()

@@ -18,50 +18,35 @@ and uses only PyTorch operations otherwise. Then:
   (``torch._inductor.aoti_compile_and_package``) decomposes it again, so the package holds the
   kernel and runs without opreg.
 
-The rule is registered once per operator name and never removed: each call looks the op up by
-name, so ``opreg_core.unregister`` and a re-registration (visible or not) take effect at once.
+The rules are registered with each registration, in a library of their own that the op's
+:class:`~opreg_kernels.TritonKernelInfo` destroys when opreg-core releases it
+(``opreg_core.unregister``, or a re-registration of the name, visible or not): nothing of an
+op stays behind, and a re-registration starts clean.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from opreg_core import get_op
-
 from ._availability import has_triton, triton_interpreted
 from ._dispatch_kernel import (
-    Launcher,
     first_tensor,
     is_caller_error,
     raised_in_triton,
     resolve_launcher,
 )
+from ._kernel_info import TritonKernelInfo
 from ._private import (
     FunctionalTensorMode,
     decomposable_types,
+    destroy_library,
     export_keeps_triton_ops,
-    wrap_triton_disabled,
 )
 
-__all__ = ["add_decomposition_rules", "eager_launcher"]
-
-#: Operator names ("ns::op") that have the decomposition rule (rules are never removed).
-_ruled: set[str] = set()
-_lock = threading.Lock()
-
-
-def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
-    """The launcher as eager runs it: ``wrap_triton`` dispatch off (see module docstring).
-
-    A ``"package.module:function"`` launcher is still imported on its first launch; an import
-    failure then surfaces from the dispatcher kernel as a ``TritonKernelError``, as before.
-    One Python frame is added to a launch.
-    """
-    return wrap_triton_disabled(lambda: resolve_launcher(launcher))
+__all__ = ["add_decomposition_rules"]
 
 
 def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -71,18 +56,9 @@ def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 
 def _visible_launcher(
-    qualname: str, batched: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    info: TritonKernelInfo, batched: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[..., Any] | None:
     """The launcher to decompose this call into, or None to keep the op opaque."""
-    from ._kernel_info import EXTENSION_KEY, TritonKernelInfo  # imports this module
-
-    try:
-        op = get_op(qualname)
-    except KeyError:
-        return None
-    info = op.extensions.get(EXTENSION_KEY)
-    if not isinstance(info, TritonKernelInfo) or not info.compiler_visible:
-        return None
     launcher = info.batched_launcher if batched else info.launcher
     device = _device_type(args, kwargs)
     if launcher is None or device is None or device not in info.device_types:
@@ -111,7 +87,8 @@ def _traced(qualname: str, device: str | None, exc: Exception) -> Exception:
     )
 
 
-def _make_rule(qualname: str, batched: bool) -> Callable[..., Any]:
+def _make_rule(info: TritonKernelInfo, batched: bool) -> Callable[..., Any]:
+    qualname = info.op.qualname
     label = f"{qualname} (vmap)" if batched else qualname
 
     def rule(
@@ -119,7 +96,7 @@ def _make_rule(qualname: str, batched: bool) -> Callable[..., Any]:
     ) -> Any:
         kwargs = kwargs or {}
         launcher = None if export_keeps_triton_ops() else _visible_launcher(
-            qualname, batched, args, kwargs
+            info, batched, args, kwargs
         )  # fmt: skip
         if launcher is None:
             return mode.__torch_dispatch__(func, types, args, kwargs)
@@ -137,13 +114,15 @@ def _make_rule(qualname: str, batched: bool) -> Callable[..., Any]:
     return rule
 
 
-def add_decomposition_rules(qualname: str, operators: list[Any]) -> None:
+def add_decomposition_rules(info: TritonKernelInfo, operators: list[Any]) -> None:
     """Give ``operators`` (the op's ``OpOverload`` and, if it has one, its batched one) the
-    decomposition rule, once per operator name; the rules find the op by ``qualname``."""
-    with _lock:
+    decomposition rule of ``info``'s op, until ``info`` is released."""
+    library = torch.library.Library(info.op.namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
+    try:
         for index, operator in enumerate(operators):
-            name = operator.name()
-            if name not in _ruled:
-                rule = _make_rule(qualname, batched=index > 0)
-                torch.library.register_torch_dispatch(operator, FunctionalTensorMode, rule)
-                _ruled.add(name)
+            rule = _make_rule(info, batched=index > 0)
+            torch.library.register_torch_dispatch(operator, FunctionalTensorMode, rule, lib=library)
+    except BaseException:
+        destroy_library(library)
+        raise
+    info.on_release(lambda: destroy_library(library))

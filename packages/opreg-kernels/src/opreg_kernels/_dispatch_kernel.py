@@ -26,10 +26,11 @@ import torch
 
 from ._availability import has_triton, triton_interpreted
 from ._errors import TritonKernelError
-from ._private import cuda_current_device, cuda_set_device
+from ._private import cuda_current_device, cuda_set_device, wrap_triton_disabled
 
 __all__ = [
     "Launcher",
+    "eager_launcher",
     "first_tensor",
     "is_caller_error",
     "make_triton_kernel",
@@ -67,6 +68,18 @@ def resolve_launcher(launcher: Launcher) -> Callable[..., Any]:
     module_name, _, attr = launcher.partition(":")
     module: ModuleType = importlib.import_module(module_name)
     return cast(Callable[..., Any], getattr(module, attr))
+
+
+def eager_launcher(launcher: Launcher) -> Callable[..., Any]:
+    """A compiler-visible op's launcher as eager runs it: with ``torch.library.wrap_triton``'s
+    dispatch off, so that ``wrap_triton(kernel)`` hands back the kernel itself and a launch
+    costs what a plain ``kernel[grid](...)`` costs (see ``_compiler_visible``).
+
+    A ``"package.module:function"`` launcher is still imported on its first launch; an import
+    failure then surfaces from the dispatcher kernel as a ``TritonKernelError``, as before.
+    One Python frame is added to a launch.
+    """
+    return wrap_triton_disabled(lambda: resolve_launcher(launcher))
 
 
 def _device_switch(device_type: str) -> _DeviceSwitch | None:

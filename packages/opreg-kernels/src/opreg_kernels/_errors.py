@@ -22,7 +22,7 @@ class TritonKernelError(RuntimeError):
         reason = f"{type(cause).__name__}: {detail[0]}" if detail else type(cause).__name__
         advice = f" Probably {hint}." if hint else ""
         super().__init__(
-            f"{op_name}: the Triton kernel failed to compile or launch on device {device!r} "
+            f"opreg: {op_name}: the Triton kernel failed to compile or launch on device {device!r} "
             f"({reason}).{advice} "
             f"Set {DISABLE_ENV_VAR}=1 to run the PyTorch fallback instead."
         )

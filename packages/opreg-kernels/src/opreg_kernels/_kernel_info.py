@@ -1,17 +1,18 @@
 """``TritonKernelInfo``: which device types of one op run its Triton launcher, and a way to
 change that. It lives with the op, in ``op.extensions["opreg_kernels.triton"]``, so that
-``opreg_core.unregister`` and a re-registration drop it with the op."""
+``opreg_core.unregister`` and a re-registration drop it with the op, calling its ``release()``
+first (which undoes what the registration put outside the op: the compiler-visible rules)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from opreg_core import KernelHandle, VmapOp, device_type_name, get_op
 
-from ._compiler_visible import eager_launcher
-from ._dispatch_kernel import Launcher, make_triton_kernel
+from ._dispatch_kernel import Launcher, eager_launcher, make_triton_kernel
 
 __all__ = ["EXTENSION_KEY", "TritonKernelInfo", "triton_kernel_info"]
 
@@ -47,6 +48,7 @@ class TritonKernelInfo:
         self._handles: dict[str, list[KernelHandle]] = {}
         self._skipped: set[str] = set()
         self._lock = threading.Lock()
+        self._on_release: list[Callable[[], None]] = []
 
     @property
     def device_types(self) -> frozenset[str]:
@@ -113,6 +115,16 @@ class TritonKernelInfo:
             handle.remove()
         return handles is not None
 
+    def on_release(self, undo: Callable[[], None]) -> None:
+        """Call ``undo`` when the op's registration ends (see :meth:`release`)."""
+        self._on_release.append(undo)
+
+    def release(self) -> None:
+        """Undo what the registration put outside the op (opreg-core calls it when the op is
+        unregistered or its name registered again; the op's kernels go with the op)."""
+        while self._on_release:
+            self._on_release.pop()()
+
     def __repr__(self) -> str:
         return (
             f"<TritonKernelInfo {self.op.qualname} device_types={sorted(self.device_types)} "
@@ -139,5 +151,7 @@ def triton_kernel_info(op: VmapOp[Any, Any] | str) -> TritonKernelInfo:
     info = found.extensions.get(EXTENSION_KEY) if found is not None else None
     if not isinstance(info, TritonKernelInfo):
         name = op if isinstance(op, str) else getattr(op, "qualname", None) or repr(op)
-        raise ValueError(f"opreg: {name} was not registered by register_triton_op")
+        raise ValueError(
+            f"opreg: {name}: has no Triton kernels (not registered by register_triton_op)"
+        )
     return info

@@ -28,6 +28,7 @@ __all__ = [
     "cuda_raw_stream",
     "cuda_set_device",
     "decomposable_types",
+    "destroy_library",
     "export_keeps_triton_ops",
     "functorch_wrapped",
     "heuristics_options",
@@ -93,6 +94,7 @@ _COMPILER_VISIBLE_INTERNALS = (
     "torch._library.triton.wrap_triton_enabled",
     "torch._library.triton.wrap_triton_enabled_default",
     "torch.export._trace.custom_triton_ops_decomposition_disabled",
+    "torch.library.Library._destroy",
 )
 #: Dotted names of every internal used here.
 INTERNALS: tuple[str, ...] = (
@@ -320,6 +322,17 @@ def export_keeps_triton_ops() -> bool:
     from torch.export._trace import custom_triton_ops_decomposition_disabled
 
     return bool(custom_triton_ops_decomposition_disabled())  # type: ignore[no-untyped-call]
+
+
+# Why: an op's compiler-visible rules live in a ``torch.library.Library`` of their own, which
+# must drop them when the op's registration ends (``opreg_core.unregister``, a re-registration):
+# otherwise torch keeps a rule for a dead op and refuses a second rule for the name. Dropping
+# the Library's registrations before it is garbage collected (never, while torch holds the
+# rule) is private; opreg-core's ``_private`` wraps the same method for the op's own
+# libraries. Public replacement: none (a public ``Library.destroy()``).
+def destroy_library(library: torch.library.Library) -> None:
+    """Remove every registration of ``library`` (here: torch_dispatch rules)."""
+    library._destroy()  # type: ignore[no-untyped-call]
 
 
 # Why: in eager a launcher calls ``torch.library.wrap_triton(kernel)[grid](...)`` with plain

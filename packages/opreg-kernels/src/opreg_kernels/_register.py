@@ -136,7 +136,7 @@ def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
         operators = [op.overload]
         if triton_vmap_fn is not None and op.batched_overload is not None:
             operators.append(op.batched_overload)
-        add_decomposition_rules(op.qualname, operators)
+        add_decomposition_rules(info, operators)
     for device in sorted(devices):
         info.add_device_type(device)
     return op

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from .errors import CheckFailure, NoSamplesError, OpCheckFailed, SampleInputsError
     from .interpreter import (
         INTERPRET_ENV,
-        TritonDevice,
         TritonDeviceChanges,
         TritonUnavailable,
         enable_interpreter,
@@ -115,7 +114,6 @@ _EXPORTS: dict[str, str] = {
     "OpCheckFailed": ".errors",
     "SampleInputsError": ".errors",
     "INTERPRET_ENV": ".interpreter",
-    "TritonDevice": ".interpreter",
     "TritonDeviceChanges": ".interpreter",
     "TritonUnavailable": ".interpreter",
     "enable_interpreter": ".interpreter",
@@ -151,7 +149,6 @@ __all__ = [
     "SampleInputsError",
     "Status",
     "Tolerance",
-    "TritonDevice",
     "TritonDeviceChanges",
     "TritonUnavailable",
     "__version__",

@@ -6,13 +6,19 @@ from collections.abc import Iterable
 
 import torch
 
-#: The pseudo-device under which Triton kernels run on CPU through Triton's interpreter.
-TRITON_CPU = "triton-cpu"
+from ._triton_cpu import TRITON_CPU, is_triton_cpu
+from .interpreter import triton_cpu_problem
 
-
-def is_triton_cpu(device: object) -> bool:
-    """Whether ``device`` names the pseudo-device :data:`TRITON_CPU` (in any case)."""
-    return isinstance(device, str) and device.strip().lower() == TRITON_CPU
+__all__ = [
+    "TRITON_CPU",
+    "available_devices",
+    "cuda_device_count",
+    "default_devices",
+    "device_problem",
+    "is_triton_cpu",
+    "parse_devices",
+    "torch_device",
+]
 
 
 def available_devices() -> tuple[str, ...]:
@@ -33,8 +39,6 @@ def default_devices() -> tuple[str, ...]:
     too; a Triton op whose kernel runs on none of these devices is not green (see
     :func:`opreg_testing.interpreter.kernel_not_run_reason`).
     """
-    from .interpreter import triton_cpu_problem
-
     devices = available_devices()
     if triton_cpu_problem() is None:
         devices = (*devices, TRITON_CPU)
@@ -78,8 +82,6 @@ def device_problem(name: str) -> str | None:
     device type is asked ``torch.<type>.is_available()`` where torch has that.
     """
     if name == TRITON_CPU:
-        from .interpreter import triton_cpu_problem
-
         problem = triton_cpu_problem()
         return None if problem is None else f"device {TRITON_CPU!r} cannot run here: {problem}"
     device = torch.device(name)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from opreg_core import VmapOp, device_type_name, registered_ops
 
-from .devices import TRITON_CPU, is_triton_cpu
+from ._triton_cpu import TRITON_CPU, is_triton_cpu
 
 if TYPE_CHECKING:
     import torch
@@ -267,10 +267,7 @@ def kernel_not_run_reason(devices: Sequence[str]) -> str:
 
 @dataclass
 class TritonDeviceChanges:
-    """What :func:`triton_device` changed, so that it can undo exactly that (it yields this).
-
-    The former name ``TritonDevice`` still works.
-    """
+    """What :func:`triton_device` changed, so that it can undo exactly that (it yields this)."""
 
     device_type: str
     ops: list[str] = field(default_factory=list)  #: ops that got a kernel for the device type
@@ -286,10 +283,6 @@ class TritonDeviceChanges:
             self.ops.append(op.qualname)
             return True
         return False
-
-
-#: The former name of :class:`TritonDeviceChanges` (kept: it is public).
-TritonDevice = TritonDeviceChanges
 
 
 def _restore_env(previous: str | None) -> None:

@@ -51,7 +51,6 @@ _M1: tl.constexpr = tl.constexpr(PHILOX_M1)
 _W0: tl.constexpr = tl.constexpr(PHILOX_W0)
 _W1: tl.constexpr = tl.constexpr(PHILOX_W1)
 _SCALE: tl.constexpr = tl.constexpr(UNIFORM_SCALE)
-_TWO_PI: tl.constexpr = tl.constexpr(TWO_PI_F32)
 _MIN_U1: tl.constexpr = tl.constexpr(BOX_MULLER_MIN_U1)
 
 #: Philox calls (4 outputs each) per block (a short-row program), and warps per program: 8

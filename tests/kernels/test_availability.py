@@ -1,4 +1,4 @@
-"""Backend detection: has_triton, the Triton device-type set, triton_supports_device."""
+"""Triton availability (_availability): has_triton, the device-type set, triton_supports_device."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_register_triton_device_type_normalises_and_ignores_empty(device_types: 
     opreg_kernels.register_triton_device_type("   ")
     opreg_kernels.register_triton_device_type("cuda")
     assert opreg_kernels.triton_device_types() == frozenset({"cuda", "npu"})
-    with pytest.raises(TypeError, match=r"register_triton_device_type.*str"):
+    with pytest.raises(TypeError, match=r"^opreg: register_triton_device_type expects a str"):
         opreg_kernels.register_triton_device_type(3)  # type: ignore[arg-type]
 
 
@@ -43,7 +43,7 @@ def test_unregister_triton_device_type_is_the_inverse(device_types: None) -> Non
     assert opreg_kernels.triton_device_types() == frozenset()
     assert not opreg_kernels.triton_supports_device("cuda:0")
     opreg_kernels.register_triton_device_type("cuda")
-    with pytest.raises(TypeError, match=r"unregister_triton_device_type.*str"):
+    with pytest.raises(TypeError, match=r"^opreg: unregister_triton_device_type expects a str"):
         opreg_kernels.unregister_triton_device_type(None)  # type: ignore[arg-type]
 
 
