@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,3 +79,52 @@ def test_compiled_kernel_launcher_calls_run_in_tritons_argument_order() -> None:
     assert seen == [(7, 2, 3, 99, "fn", "meta", None, None, None, "x", "y")]
     with pytest.raises(AttributeError):
         _private.compiled_kernel_launcher(SimpleNamespace(run=print))
+
+
+# -- what a launch that skips Triton's run() must do as run() does ----------------------------
+
+
+def _jit_kernel() -> Any:
+    triton = pytest.importorskip("triton")
+    from . import fast_kernels
+
+    return fast_kernels.row_sum_kernel, triton
+
+
+def test_heuristics_options_are_what_heuristics_run_passes_on() -> None:
+    kernel, triton = _jit_kernel()
+    layer = triton.heuristics(
+        {
+            "BLOCK": lambda a: triton.next_power_of_2(a["n_cols"]),
+            "STEP": lambda a: a["BLOCK"] * 2 + a["extra"],  # sees the value before it
+        }
+    )(kernel)
+    seen: list[dict[str, Any]] = []
+    layer.fn = SimpleNamespace(run=lambda *args, **kwargs: seen.append(kwargs))
+    args = ("x", "out", 37)
+    given = {"extra": 1}
+    layer.run(*args, **dict(given))  # Triton's own computation of the same values
+    assert _private.heuristics_options(layer, args, given) == seen[0]
+    assert seen[0] == {"extra": 1, "BLOCK": 64, "STEP": 129}
+    assert given == {"extra": 1}  # a new dict: the launch's own keyword arguments stay
+
+
+def test_autotuner_best_config_and_base_fn_are_tritons() -> None:
+    kernel, triton = _jit_kernel()
+    configs = [triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})]
+    tuner = triton.autotune(configs=configs, key=["n_cols"])(kernel)
+    _private.set_autotuner_best_config(tuner, configs[1])
+    assert tuner.best_config is configs[1]
+    assert _private.autotuner_base_fn(tuner) is kernel.fn  # the Python function below it
+    assert _private.autotuner_base_fn(SimpleNamespace()) is None
+
+
+def test_triton_benchmarker_is_the_active_drivers() -> None:
+    pytest.importorskip("triton")
+    try:
+        expected = _private.triton_default_driver().get_benchmarker()
+    except RuntimeError as error:  # no active driver (the interpreter without a GPU)
+        with pytest.raises(RuntimeError, match=re.escape(str(error))):
+            _private.triton_benchmarker()
+    else:
+        assert _private.triton_benchmarker() is expected

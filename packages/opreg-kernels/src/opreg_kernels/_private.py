@@ -22,6 +22,7 @@ __all__ = [
     "INTERNALS",
     "FunctionalTensorMode",
     "autotune_benchmark_call",
+    "autotuner_base_fn",
     "autotuner_config",
     "compiled_kernel_launcher",
     "cuda_current_device",
@@ -30,9 +31,12 @@ __all__ = [
     "decomposable_types",
     "export_keeps_triton_ops",
     "functorch_wrapped",
+    "heuristics_options",
     "launch_hooks_idle",
     "lend_triton_driver",
     "missing_internals",
+    "set_autotuner_best_config",
+    "triton_benchmarker",
     "triton_binder",
     "triton_default_driver",
     "triton_kernel_layers",
@@ -77,6 +81,8 @@ _TRITON_INTERNALS = (
     "triton.runtime.autotuner.Autotuner.arg_names",
     "triton.runtime.autotuner.Heuristics.values",
     "triton.runtime.autotuner.Heuristics.arg_names",
+    "triton.runtime.autotuner.Autotuner.base_fn",
+    "triton.backends.driver.DriverBase.get_benchmarker",
 )
 #: torch internals of the derivative guard (``_derivative_guard.py``), in every build.
 _FUNCTORCH_INTERNALS = ("torch._C._functorch.is_functorch_wrapped_tensor",)
@@ -244,6 +250,36 @@ def autotuner_config(autotuner: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return autotuner.cache.get(tuple(key))
 
 
+# Why: ``Autotuner.run`` records the config it launches with in ``best_config``, where users
+# read which config was chosen (``kernel.best_config``, as Triton's tutorials print it); a
+# launch that skips ``Autotuner.run`` records it the same way. Public replacement: the public
+# "config for these arguments" above, recording it as ``run`` does.
+
+
+def set_autotuner_best_config(autotuner: Any, config: Any) -> None:
+    """Record ``config`` as the one ``autotuner`` launched with, as ``Autotuner.run`` does."""
+    autotuner.best_config = config
+
+
+# Why: ``@triton.heuristics`` computes its meta-parameters inline in ``Heuristics.run``
+# (Triton 3.6: each heuristic, in order, sees the arguments by name, ``arg_names``, and the
+# values before it; ``values`` maps each name to its function); a launch that skips
+# ``Heuristics.run`` computes the same values. Public replacement: a public "meta-parameters
+# for these arguments" on Heuristics.
+
+
+def heuristics_options(
+    heuristics: Any, args: tuple[Any, ...], options: dict[str, Any]
+) -> dict[str, Any]:
+    """A new dict: ``options`` (the keyword arguments of a launch) plus the value of each
+    heuristic of a ``@triton.heuristics`` layer, as ``Heuristics.run`` adds them."""
+    options = dict(options)
+    named = dict(zip(heuristics.arg_names, args, strict=False))
+    for name, heuristic in heuristics.values.items():
+        options[name] = heuristic({**named, **options})
+    return options
+
+
 # Why: the direct launch above skips Triton's launch hooks (profilers such as Proton install
 # them), so it is taken only while no hook is registered. Triton 3.6 keeps them in a HookChain
 # whose ``calls`` list holds the registered functions. Public replacement: a "hooks active"
@@ -360,6 +396,25 @@ def autotune_benchmark_call(kernel_call: Any) -> tuple[Any, Any, dict[str, Any]]
     if "self" not in found or "config" not in found or not isinstance(nargs, dict):
         return None
     return found["self"], found["config"], nargs
+
+
+# Why: outside an opreg launch the stand-in driver's benchmarker does what Triton would do,
+# through the active driver's own ``get_benchmarker()`` (a method of Triton's backend
+# drivers); an error names the autotuned kernel by the Python function below the autotuner,
+# ``Autotuner.base_fn`` (Triton's own messages use it). Public replacement: the benchmarker
+# knob or config-aware ``do_bench`` above; a public name of an autotuned kernel.
+
+
+def triton_benchmarker() -> Callable[..., Any]:
+    """Triton's own benchmarker, the active driver's (raises Triton's RuntimeError where no
+    driver is active)."""
+    benchmarker: Callable[..., Any] = triton_default_driver().get_benchmarker()
+    return benchmarker
+
+
+def autotuner_base_fn(autotuner: Any) -> Any:
+    """The Python function below an autotuner (``Autotuner.base_fn``), or None."""
+    return getattr(autotuner, "base_fn", None)
 
 
 # -- torch: functorch's wrapped tensors (``_derivative_guard.py``) -----------------------------
