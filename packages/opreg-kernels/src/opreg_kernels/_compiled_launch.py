@@ -131,18 +131,6 @@ class FastLaunch:
 # -- a user's kernel: Triton's own key ------------------------------------------------------
 
 
-def _traced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a tensor argument is not a plain tensor (a fake or functional tensor)."""
-    for value in args:
-        if type(value) is not _TENSOR and isinstance(value, _TENSOR):
-            return True
-    if kwargs:
-        for value in kwargs.values():
-            if type(value) is not _TENSOR and isinstance(value, _TENSOR):
-                return True
-    return False
-
-
 class FastKernel:
     """A ``@triton.jit`` kernel (autotuned or with heuristics, or not) launched through its
     compiled kernel once Triton has compiled it for a specialisation (module docstring).
@@ -190,11 +178,13 @@ class FastKernel:
         """:meth:`run`, with the arguments as the kernel takes them (``fast[grid]`` calls it)."""
         if not self._enabled:
             return self.kernel[grid](*args, **kwargs)
-        for value in args:  # _traced, inline: this is the path of every eager launch
+        # A tensor that is not a plain tensor (fake, functional: traced for the compiler).
+        for value in args:
             if type(value) is not _TENSOR and isinstance(value, _TENSOR):
                 return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
-        if kwargs and _traced((), kwargs):
-            return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
+        for value in kwargs.values():
+            if type(value) is not _TENSOR and isinstance(value, _TENSOR):
+                return torch.library.wrap_triton(self.kernel)[grid](*args, **kwargs)
         device = _current_device()
         found = self._lookup(device, args, kwargs)
         if found is None or found[2] is None or not launch_hooks_idle(self._runtime):
