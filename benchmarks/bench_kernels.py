@@ -12,12 +12,15 @@ Sections (all measured in one run, side by side):
              Triton kernel directly, vs its launcher function, vs custom_op+register_kernel
   accuracy   philox_uniform bit-identity and philox_normal max error, CUDA vs CPU fallback
   sweep      (with --sweep) block size / warps of the kernels, to choose the defaults
-Timings are medians; GPU times come from CUDA events around each call.
+Timings are medians; GPU times come from CUDA events around each call. Host times are
+taken in interleaved rounds (every row once per round) and ratios are medians of the ratios
+within a round (``host_us_rounds``): the host's speed drifts over seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -25,7 +28,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -76,6 +80,43 @@ def host_us(fn: Callable[[], Any], calls: int = 2000, repeats: int = 15) -> floa
         samples.append((time.perf_counter() - start) / calls * 1e6)
         torch.cuda.synchronize()
     return statistics.median(samples)
+
+
+def host_us_rounds(
+    fns: Sequence[Callable[[], Any]],
+    calls: int = 2000,
+    rounds: int = 15,
+    contexts: Sequence[Callable[[], AbstractContextManager[Any]]] | None = None,
+) -> list[list[float]]:
+    """Host time of one call of each function, in microseconds, per round (``[fn][round]``).
+
+    Each round times every function for ``calls`` queued calls, one function after the other
+    (the GPU synchronised in between), so that a host whose speed drifts over seconds (rows
+    timed a few seconds apart by :func:`host_us` differed by up to 30 % on the H200 hosts)
+    slows the functions of one round alike: compare two functions by :func:`median_ratio`.
+    ``contexts[i]()`` (e.g. ``torch.inference_mode``) is entered around function i's calls.
+    """
+    enter = contexts or [contextlib.nullcontext] * len(fns)
+    for fn, context in zip(fns, enter, strict=True):
+        with context():
+            for _ in range(50):
+                fn()
+    torch.cuda.synchronize()
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, context, out in zip(fns, enter, samples, strict=True):
+            with context():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                out.append((time.perf_counter() - start) / calls * 1e6)
+            torch.cuda.synchronize()
+    return samples
+
+
+def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> float:
+    """The median over rounds of ``samples[r] / reference[r]`` (see :func:`host_us_rounds`)."""
+    return statistics.median(a / b for a, b in zip(samples, reference, strict=True))
 
 
 def free_memory() -> None:
@@ -235,11 +276,16 @@ def bench_overhead() -> list[Row]:
     assert torch.equal(raw_add(), fused_add(x, x))
     assert torch.equal(raw_philox(), philox_uniform(seeds, 8))
     rows: list[Row] = []
-    direct: dict[str, float] = {}
-    for op, how, fn in cases:
-        us = host_us(fn)
-        direct.setdefault(op, us)
-        rows.append({"op": op, "call": how, "us/call": us, "vs direct": us / direct[op]})
+    samples = host_us_rounds([fn for _, _, fn in cases])
+    direct: dict[str, list[float]] = {}
+    for (op, how, _), times in zip(cases, samples, strict=True):
+        direct.setdefault(op, times)
+        rows.append(
+            {
+                "op": op, "call": how, "us/call": statistics.median(times),
+                "vs direct": median_ratio(times, direct[op]),
+            }
+        )  # fmt: skip
     print_table(
         "host overhead per call, tiny CUDA tensors", rows, ["op", "call", "us/call", "vs direct"]
     )

@@ -309,3 +309,160 @@ def test_interpreted_op_with_fast_launcher(
     torch.testing.assert_close(op(x), x.sum(1), rtol=1e-5, atol=1e-5)
     assert tuned.kernel.cache  # the op ran the autotuned kernel, through the interpreter
     assert tuned.fast_calls == 0
+
+
+# -- everywhere: the fast path's own logic, on a stand-in compiled kernel --------------------
+# Triton's interpreter (CPU) turns the fast path off, so these tests give FastKernel a stand-in
+# for what only CUDA has: a "compiled" kernel, its binder and its direct launcher. The stand-in
+# computes ``out = 2 * x`` on either path, so results are checked too.
+
+
+class _StandIn:
+    """``kernel[grid](x, out, n, BLOCK=...)`` through "Triton's path": writes ``2 * x`` into
+    ``out`` and returns the compiled kernel of the call's specialisation."""
+
+    def __init__(self) -> None:
+        self.triton_calls = 0
+        self.compiled: dict[Any, object] = {}
+        self.launches: list[tuple[Any, ...]] = []
+
+    @staticmethod
+    def binder(
+        x: torch.Tensor, out: torch.Tensor, n: int, BLOCK: int, **options: Any
+    ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+        spec = [(str(t.dtype), t.data_ptr() % 16 == 0) for t in (x, out)]
+        return {"x": x, "out": out, "n": n, "BLOCK": BLOCK}, [*spec, n == 1, BLOCK], options
+
+    def __getitem__(self, grid: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> object:
+            self.triton_calls += 1
+            bound, spec, _ = self.binder(*args, **kwargs)
+            bound["out"].copy_(2 * bound["x"])
+            return self.compiled.setdefault(tuple(spec), object())
+
+        return run
+
+    def launcher(self, compiled: object) -> Any:
+        def launch(*args: Any) -> None:  # grid x/y/z, stream, then the bound arguments
+            self.launches.append((compiled, *args))
+            x, out = args[4], args[5]
+            out.copy_(2 * x)
+
+        return launch
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> _StandIn:
+    from opreg_kernels import _compiled_launch as launch
+
+    kernel = _StandIn()
+    monkeypatch.setattr(launch, "triton_kernel_layers", lambda k: ((), k, k is kernel))
+    monkeypatch.setattr(launch, "triton_binder", lambda jit, device: jit.binder)
+    monkeypatch.setattr(launch, "compiled_kernel_launcher", kernel.launcher)
+    monkeypatch.setattr(launch, "triton_interpreted", lambda: False)
+    monkeypatch.setattr(launch, "_HAS_CUDA", True)
+    monkeypatch.setattr(launch, "_current_device", lambda: 0)
+    monkeypatch.setattr(launch, "_raw_stream", lambda device: 1000 + device)
+    return kernel
+
+
+def _no_wrap_triton(kernel: Any) -> Any:
+    raise AssertionError("a plain-tensor launch went through torch.library.wrap_triton")
+
+
+def test_fast_path_after_tritons_first_launch(
+    stand_in: _StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.library, "wrap_triton", _no_wrap_triton)
+    fast = fast_launch(stand_in)
+    x = torch.randn(40)
+    for _ in range(3):
+        out = torch.empty_like(x)
+        fast[(2,)](x, out, 40, BLOCK=32)
+        torch.testing.assert_close(out, 2 * x)
+    assert (stand_in.triton_calls, fast.fast_calls) == (1, 2)
+    compiled = stand_in.compiled[(("torch.float32", True),) * 2 + (False, 32)]
+    launch = stand_in.launches[-1]
+    assert launch[:5] == (compiled, 2, 1, 1, 1000)  # grid (2, 1, 1) on device 0's stream
+    assert launch[5] is x and launch[6] is out and launch[7:] == (40, 32)
+    # Another specialisation (dtype, alignment, n == 1) goes through Triton first, once each.
+    xd, xu, x1 = torch.randn(40, dtype=torch.float64), torch.randn(41)[1:], torch.randn(1)
+    for a, n in ((xd, 40), (xd, 40), (xu, 40), (xu, 40), (x1, 1), (x1, 1)):
+        out = torch.empty_like(a)
+        fast[(1,)](a, out, n, BLOCK=32)
+        torch.testing.assert_close(out, 2 * a)
+    assert (stand_in.triton_calls, fast.fast_calls) == (4, 5)
+    fast.run((1,), (x, torch.empty_like(x), 40), {"BLOCK": 32})  # run(): the same launch
+    assert fast.fast_calls == 6
+
+
+def test_fast_path_inside_an_op(
+    stand_in: _StandIn, monkeypatch: pytest.MonkeyPatch, ns: str
+) -> None:
+    # The dispatcher's Python kernel hands the launcher plain tensors: the launch is fast,
+    # never mistaken for a traced one (wrap_triton), as it is when called directly.
+    monkeypatch.setattr(torch.library, "wrap_triton", _no_wrap_triton)
+    fast = fast_launch(stand_in)
+
+    def launcher(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        fast[(1,)](x, out, x.numel(), BLOCK=64)
+        return out
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    op = register_triton_op(
+        double, name=f"{ns}::double_fast", fake_fn=torch.empty_like, triton_fn=launcher,
+        differentiable=False, triton_device_types="cpu",
+    )  # fmt: skip
+    x = torch.randn(50)
+    for _ in range(4):
+        torch.testing.assert_close(op(x), 2 * x)
+    assert (stand_in.triton_calls, fast.fast_calls) == (1, 3)
+    with torch.inference_mode():
+        torch.testing.assert_close(op(x), 2 * x)
+    xg = x.clone().requires_grad_()  # below autograd (differentiable=False): still plain
+    torch.testing.assert_close(op(xg), 2 * x)
+    assert (stand_in.triton_calls, fast.fast_calls) == (1, 5)
+
+
+def test_tensor_subclass_launches_through_wrap_triton(
+    stand_in: _StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrapped: list[Any] = []
+
+    def wrap_triton(kernel: Any) -> Any:
+        wrapped.append(kernel)
+        return kernel
+
+    monkeypatch.setattr(torch.library, "wrap_triton", wrap_triton)
+
+    class Traced(torch.Tensor):
+        pass
+
+    fast = fast_launch(stand_in)
+    x = torch.randn(8)
+    fast[(1,)](x, torch.empty_like(x), 8, BLOCK=8)  # compiled for plain tensors
+    for args, kwargs in (
+        ((x.as_subclass(Traced), torch.empty_like(x), 8), {"BLOCK": 8}),
+        ((x,), {"out": torch.empty_like(x).as_subclass(Traced), "n": 8, "BLOCK": 8}),
+    ):
+        fast[(1,)](*args, **kwargs)
+    assert wrapped == [stand_in, stand_in] and fast.fast_calls == 0
+
+
+def test_launch_hook_takes_tritons_path(stand_in: _StandIn) -> None:
+    from triton import knobs
+
+    fast = fast_launch(stand_in)
+    x = torch.randn(8)
+    fast[(1,)](x, torch.empty_like(x), 8, BLOCK=8)
+    knobs.runtime.launch_enter_hook.add(print)
+    try:
+        fast[(1,)](x, torch.empty_like(x), 8, BLOCK=8)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(print)
+    assert (stand_in.triton_calls, fast.fast_calls) == (2, 0)
+    fast[(1,)](x, torch.empty_like(x), 8, BLOCK=8)
+    assert (stand_in.triton_calls, fast.fast_calls) == (2, 1)

@@ -8,10 +8,10 @@ touches a GPU driver: Triton is imported when a kernel first runs.
 
 Layout: ``_register`` (the decorator), ``_kernel_info`` (an op's Triton kernels),
 ``_dispatch_kernel`` (the kernel the dispatcher calls: device guard, error wrapping),
-``_fast_kernel`` (``fast_launch``: launching a compiled kernel cheaply; ``_fast_launch``,
-the shipped ops' hand-keyed variant), ``_availability`` (whether Triton
-runs, and on which device types), ``_private`` (every torch/Triton internal used), and per
-shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
+``_compiled_launch`` (launching a compiled kernel cheaply: ``fast_launch`` keyed by Triton's
+own specialisation, and the shipped ops' hand-keyed launches), ``_availability`` (whether
+Triton runs, and on which device types), ``_private`` (every torch/Triton internal used), and
+per shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
 """
 
 from ._availability import (
@@ -22,8 +22,8 @@ from ._availability import (
     triton_supports_device,
     unregister_triton_device_type,
 )
+from ._compiled_launch import FastKernel, fast_launch
 from ._errors import TritonKernelError
-from ._fast_kernel import FastKernel, fast_launch
 from ._kernel_info import TritonKernelInfo, triton_kernel_info
 from ._register import TritonOpOptions, register_triton_op
 from .ops.fused_add import fused_add

@@ -37,7 +37,13 @@ from typing import Any
 
 import torch
 
-from ._private import autotune_benchmark_call, lend_triton_driver, triton_default_driver
+from ._private import (
+    autotune_benchmark_call,
+    autotuner_base_fn,
+    lend_triton_driver,
+    triton_benchmarker,
+    triton_default_driver,
+)
 
 __all__ = ["AutotuneConfigMismatch", "interpreted_launch"]
 
@@ -115,7 +121,7 @@ def _mismatch(got: torch.Tensor, want: torch.Tensor) -> str | None:
 
 
 def _kernel_name(autotuner: Any) -> str:
-    base = getattr(autotuner, "base_fn", None)
+    base = autotuner_base_fn(autotuner)
     return str(getattr(base, "__name__", None) or type(autotuner).__name__)
 
 
@@ -160,7 +166,7 @@ def _benchmark(kernel_call: Callable[[], Any], quantiles: Any = None, **options:
     """The stand-in driver's benchmarker (see the module docstring)."""
     tunings = _tunings.get()
     if tunings is None:  # outside an opreg launch: what Triton itself would do
-        own = triton_default_driver().get_benchmarker()
+        own = triton_benchmarker()
         return own(kernel_call, quantiles=quantiles, **options)
     _run_and_compare(kernel_call, tunings)
     return list(_NO_TIME)

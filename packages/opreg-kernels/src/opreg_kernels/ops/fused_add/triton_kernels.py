@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..._fast_launch import FastLaunch, int_spec
+from ..._compiled_launch import FastLaunch, int_spec
 from .._arguments import check_same_layout
 from .reference import NAME
 

@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..._fast_launch import INTERPRET, FastLaunch, int_spec
+from ..._availability import triton_interpreted
+from ..._compiled_launch import FastLaunch, int_spec
 from .._arguments import check_philox_args
 from .reference import (
     BOX_MULLER_MIN_U1,
@@ -70,6 +71,9 @@ DEFAULT_PTX_MATH = True
 #: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
 _INT32_LIMIT = 2**31
+#: Whether the kernels below run in Triton's interpreter: asked at import, when ``@triton.jit``
+#: decides it for them (see ``_compiled_launch``).
+_INTERPRETED = triton_interpreted()
 
 # sin on |x| <= pi/4 (Cephes sinf minimax coefficients, ~1 ulp there); pi/2 as the float32
 # nearest to it plus the rest (for fused multiply-adds), or split in three, the first two with
@@ -315,7 +319,7 @@ def _philox_short_rows_kernel(
 
 def _ptx_device(device: torch.device) -> bool:
     """Whether kernels for ``device`` are compiled to PTX (NVIDIA CUDA, no interpreter)."""
-    return device.type == "cuda" and torch.version.hip is None and not INTERPRET
+    return device.type == "cuda" and torch.version.hip is None and not _INTERPRETED
 
 
 _long_rows = FastLaunch(_philox_long_rows_kernel)
