@@ -41,9 +41,9 @@ from ._dispatch_kernel import (
     resolve_launcher,
 )
 from ._private import (
-    FunctionalTensorMode,
     decomposable_types,
     export_keeps_triton_ops,
+    functional_tensor_mode,
     wrap_triton_disabled,
 )
 
@@ -145,5 +145,5 @@ def add_decomposition_rules(qualname: str, operators: list[Any]) -> None:
             name = operator.name()
             if name not in _ruled:
                 rule = _make_rule(qualname, batched=index > 0)
-                torch.library.register_torch_dispatch(operator, FunctionalTensorMode, rule)
+                torch.library.register_torch_dispatch(operator, functional_tensor_mode(), rule)
                 _ruled.add(name)
