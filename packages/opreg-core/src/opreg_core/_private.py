@@ -488,49 +488,43 @@ def below_autograd(
     any_requires_grad = torch._C._any_requires_grad
     tensor = torch.Tensor
     dual = _forward_ad
-    run = first_call
+    run: Callable[..., Any]
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        nonlocal run
+        out = first_call(*args, **kwargs)
+        run = kernel  # the check passed: from now on the kernel itself
+        return out
+
+    run = first
 
     def guarded_keywords(*args: Any, **kwargs: Any) -> Any:
-        nonlocal run
         if (any_requires_grad(*args, **kwargs) and grad_enabled()) or dual._current_level >= 0:
             with below():
-                out = run(*args, **kwargs)
-        else:
-            out = run(*args, **kwargs)
-        run = kernel
-        return out
+                return run(*args, **kwargs)
+        return run(*args, **kwargs)
 
     def guarded(*args: Any) -> Any:
-        nonlocal run
         if (any_requires_grad(*args) and grad_enabled()) or dual._current_level >= 0:
             with below():
-                out = run(*args)
-        else:
-            out = run(*args)
-        run = kernel
-        return out
+                return run(*args)
+        return run(*args)
 
     def guarded_lists(*args: Any, **kwargs: Any) -> Any:
-        nonlocal run
-        enter = dual._current_level >= 0
-        if not enter and grad_enabled():
+        if dual._current_level < 0 and grad_enabled():
             for a in args:
                 if isinstance(a, tensor):
                     if a.requires_grad:
-                        enter = True
                         break
                 elif isinstance(a, (list, tuple)) and requires_grad(a):
-                    enter = True
                     break
             else:
-                enter = bool(kwargs) and any(map(requires_grad, kwargs.values()))
-        if enter:
-            with below():
-                out = run(*args, **kwargs)
-        else:
-            out = run(*args, **kwargs)
-        run = kernel
-        return out
+                if not (kwargs and any(map(requires_grad, kwargs.values()))):
+                    return run(*args, **kwargs)
+        elif dual._current_level < 0:
+            return run(*args, **kwargs)
+        with below():
+            return run(*args, **kwargs)
 
     if lists:
         return guarded_lists
