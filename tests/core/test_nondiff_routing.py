@@ -10,7 +10,9 @@ watch inside the fallback whether autograd recorded anything (a leak) as well as
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -283,3 +285,39 @@ def test_first_call_check_holds_until_a_call_passes(ns: str, keyword: bool) -> N
     torch.testing.assert_close(call(x, 2), x.detach() * 2)
     # checked once a call passed, as every kernel is: later calls are the kernel's own
     assert call(x.detach(), 0) is not None
+
+
+@pytest.mark.parametrize(
+    ("label", "factory", "call", "guard", "kernel"),
+    [
+        ("positional", _pair, lambda op, x: op(x, x), "guarded", "f"),
+        ("keyword-only", _keyword, lambda op, x: op(x, w=x), "guarded_keywords", "f"),
+        ("list", _list, lambda op, x: op([x, x]), "guarded_lists", "f"),
+    ],
+)
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["plain", "requires_grad"])
+def test_a_call_runs_the_guard_then_the_kernel(
+    ns: str, label: str, factory: Any, call: Any, guard: str, kernel: str, requires_grad: bool
+) -> None:
+    """After a first call passed the aliasing check, a call runs one frame of opreg's, the
+    guard, which calls the kernel itself (no wrapper object), below autograd or not."""
+    seen: Seen = []
+    op = factory(ns, seen)
+    x = _r(requires_grad)
+    call(op, x)  # the first call runs the aliasing check
+    frames: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        out = call(op, x)
+    finally:
+        sys.setprofile(None)
+    # the test's lambda, the guard (which may ask requires_grad about a list), the kernel
+    before = frames[: frames.index(kernel)]
+    assert [f for f in before if f != "requires_grad"] == ["<lambda>", guard]
+    assert "first" not in frames and "check_fresh_outputs" not in frames
+    assert seen == [False, False] and not out.requires_grad
