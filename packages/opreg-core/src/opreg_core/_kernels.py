@@ -17,6 +17,7 @@ from ._naming import BATCHED_SUFFIX
 from ._options import check_callable
 from ._private import Library, below_autograd
 from ._registry_lock import registry_lock
+from ._signature import parse_signature
 
 
 def checked_arity(
@@ -55,8 +56,17 @@ def as_registered(
     a non-differentiable op (whose ``Autograd`` key is a fallthrough). Call it once per
     dispatch key: each registration checks its own first call."""
     checked = checked_arity(kernel, qualname, label, num_returns)
-    checked = first_call_checked(checked, qualname, label, schema, num_returns)
-    return checked if differentiable else below_autograd(checked, requires_grad)
+    first_call = first_call_checked(checked, qualname, label, schema, num_returns)
+    if differentiable:
+        return first_call
+    signature = parse_signature(qualname, schema)
+    return below_autograd(
+        checked,
+        first_call,
+        requires_grad,
+        lists=signature.list_args,
+        keywords=bool(signature.kwarg_only),
+    )
 
 
 class KernelTarget(Protocol):

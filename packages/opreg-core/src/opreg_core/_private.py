@@ -109,6 +109,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._dispatch_find_schema_or_throw",
     "torch._C.parse_schema",
     "torch._C._AutoDispatchBelowAutograd",
+    "torch._C._any_requires_grad",
     "torch._C._AutoDispatchBelowADInplaceOrView",
     "torch._C._after_autograd_keyset",
     "torch._C._after_ADInplaceOrView_keyset",
@@ -467,28 +468,62 @@ def apply_function(function: type, *args: Any) -> Any:
 
 
 def below_autograd(
-    kernel: Callable[..., Any], requires_grad: Callable[[Any], bool]
+    kernel: Callable[..., Any],
+    first_call: Callable[..., Any],
+    requires_grad: Callable[[Any], bool],
+    *,
+    lists: bool,
+    keywords: bool,
 ) -> Callable[..., Any]:
     """A kernel of an op declared non-differentiable, run with autograd off.
 
     The op's ``Autograd`` key is a fallthrough (no Python crossing), which leaves autograd on
     inside the kernels below it: without this guard a Python fallback made of differentiable
     torch calls would record a graph, and its derivative would leak through ``.backward()``
-    (or, for dual tensors, its forward-mode tangent would leak into the output).
+    (or, for dual tensors, its forward-mode tangent would leak into the output). The guard
+    (``_AutoDispatchBelowAutograd``, ~0.4 us) is entered only where autograd could act: an
+    input requires grad with grad mode on, or a dual level is open (``_current_level >= 0``,
+    read here without a function call); random ops, the usual non-differentiable ones, take
+    no such inputs. The registered function is this one (no wrapper object between the
+    dispatcher and the kernel): it calls ``first_call`` (``kernel`` with its first call
+    checked, see ``_aliasing``) until a call returns, then ``kernel`` itself.
+
     ``requires_grad(value)``: whether an argument (a tensor or a list of them) requires grad.
-    Here because it reads the forward-AD level on every call (``_current_level``, >= 0 inside
-    a dual level) without a function call.
+    ``lists``: the schema has a list of tensors (``Tensor[]``, ``Tensor?[]``), where
+    ``torch._C._any_requires_grad`` skips a list holding a None (or a tuple), so each argument
+    is checked with ``requires_grad``; otherwise that one C call checks them all.
+    ``keywords``: the schema has keyword-only arguments (the dispatcher passes those, and only
+    those, as keywords), so the kernel takes ``**kwargs``.
     """
     below = torch._C._AutoDispatchBelowAutograd
     grad_enabled = torch.is_grad_enabled
+    any_requires_grad = torch._C._any_requires_grad
     tensor = torch.Tensor
-    forward_ad = _forward_ad
+    dual = _forward_ad
+    run: Callable[..., Any]
 
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        # Only inputs that require grad can start a graph, and only inside a dual level can a
-        # tangent flow (forward AD, dual tensors). The guard costs ~0.4 us, so it is entered
-        # only then (random ops, the usual non-differentiable ones, take no such inputs).
-        if grad_enabled():
+    def first(*args: Any, **kwargs: Any) -> Any:
+        nonlocal run
+        out = first_call(*args, **kwargs)
+        run = kernel  # the check passed: from now on the kernel itself
+        return out
+
+    run = first
+
+    def guarded_keywords(*args: Any, **kwargs: Any) -> Any:
+        if (any_requires_grad(*args, **kwargs) and grad_enabled()) or dual._current_level >= 0:
+            with below():
+                return run(*args, **kwargs)
+        return run(*args, **kwargs)
+
+    def guarded(*args: Any) -> Any:
+        if (any_requires_grad(*args) and grad_enabled()) or dual._current_level >= 0:
+            with below():
+                return run(*args)
+        return run(*args)
+
+    def guarded_lists(*args: Any, **kwargs: Any) -> Any:
+        if dual._current_level < 0 and grad_enabled():
             for a in args:
                 if isinstance(a, tensor):
                     if a.requires_grad:
@@ -496,18 +531,16 @@ def below_autograd(
                 elif isinstance(a, (list, tuple)) and requires_grad(a):
                     break
             else:
-                if forward_ad._current_level < 0 and not (
-                    kwargs and any(map(requires_grad, kwargs.values()))
-                ):
-                    return kernel(*args, **kwargs)
-            with below():
-                return kernel(*args, **kwargs)
-        if forward_ad._current_level < 0:
-            return kernel(*args, **kwargs)
+                if not (kwargs and any(map(requires_grad, kwargs.values()))):
+                    return run(*args, **kwargs)
+        elif dual._current_level < 0:
+            return run(*args, **kwargs)
         with below():
-            return kernel(*args, **kwargs)
+            return run(*args, **kwargs)
 
-    return guarded
+    if lists:
+        return guarded_lists
+    return guarded_keywords if keywords else guarded
 
 
 # -- Forward-mode AD ----------------------------------------------------------------------------

@@ -40,10 +40,10 @@ from ._dispatch_kernel import (
 )
 from ._kernel_info import TritonKernelInfo
 from ._private import (
-    FunctionalTensorMode,
     decomposable_types,
     destroy_library,
     export_keeps_triton_ops,
+    functional_tensor_mode,
 )
 
 __all__ = ["add_decomposition_rules"]
@@ -121,7 +121,9 @@ def add_decomposition_rules(info: TritonKernelInfo, operators: list[Any]) -> Non
     try:
         for index, operator in enumerate(operators):
             rule = _make_rule(info, batched=index > 0)
-            torch.library.register_torch_dispatch(operator, FunctionalTensorMode, rule, lib=library)
+            torch.library.register_torch_dispatch(
+                operator, functional_tensor_mode(), rule, lib=library
+            )
     except BaseException:
         destroy_library(library)
         raise

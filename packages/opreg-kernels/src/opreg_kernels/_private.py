@@ -19,7 +19,6 @@ import torch
 
 __all__ = [
     "INTERNALS",
-    "FunctionalTensorMode",
     "autotune_benchmark_call",
     "autotuner_base_fn",
     "autotuner_config",
@@ -30,6 +29,7 @@ __all__ = [
     "decomposable_types",
     "destroy_library",
     "export_keeps_triton_ops",
+    "functional_tensor_mode",
     "functorch_wrapped",
     "heuristics_options",
     "launch_hooks_idle",
@@ -304,16 +304,23 @@ def launch_hooks_idle(runtime: Any) -> bool:
 # leaves the op opaque under ``torch.export``, as torch's does (a private query).
 # Public replacement: ``torch.library.triton_op`` with a per-device choice of decomposing
 # (it traces the Triton body on every device, CPU included), or a public handle on the mode.
-from torch._subclasses.fake_tensor import FakeTensor  # noqa: E402
-from torch._subclasses.functional_tensor import (  # noqa: E402
-    FunctionalTensor,
-    FunctionalTensorMode,
-)
+# The tensor modules are imported where they are first needed, not at ``import opreg_kernels``
+# (torch versions that do not import them themselves would pay for them on every import).
+
+
+def functional_tensor_mode() -> type:
+    """``FunctionalTensorMode``, the mode a compiler-visible op's decomposition rule is for."""
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+
+    return FunctionalTensorMode
 
 
 def decomposable_types(types: tuple[type, ...]) -> bool:
     """Whether a decomposition may run on these tensor types: plain, functional and fake
     tensors, as torch's rule decides (any other subclass gets NotImplemented first)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
     return all(t in (torch.Tensor, FunctionalTensor) or issubclass(t, FakeTensor) for t in types)
 
 
@@ -341,26 +348,29 @@ def destroy_library(library: torch.library.Library) -> None:
 # ``triton_op`` runs its function under ``set_wrap_triton_enabled(False)`` (a private context
 # manager); its generator costs about a microsecond per call, so the thread-local flag it
 # sets is set here directly. Public replacement: none (a public ``set_wrap_triton_enabled``).
-import torch._library.triton as _torch_triton  # noqa: E402
-
-_wrap_triton_state = _torch_triton.wrap_triton_enabled
 
 
 def wrap_triton_disabled(resolve: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     """A function that runs ``resolve()``'s function (resolved on its first call) with
-    ``torch.library.wrap_triton``'s dispatch off (``wrap_triton`` then returns the kernel)."""
+    ``torch.library.wrap_triton``'s dispatch off (``wrap_triton`` then returns the kernel).
+    ``torch._library.triton`` is imported on that first call too."""
     fn: Callable[..., Any] | None = None
+    lib: Any = None
+    state: Any = None
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        nonlocal fn
+        nonlocal fn, lib, state
         if fn is None:
+            import torch._library.triton as lib
+
+            state = lib.wrap_triton_enabled
             fn = resolve()
-        previous = getattr(_wrap_triton_state, "value", _torch_triton.wrap_triton_enabled_default)
-        _wrap_triton_state.value = False
+        previous = getattr(state, "value", lib.wrap_triton_enabled_default)
+        state.value = False
         try:
             return fn(*args, **kwargs)
         finally:
-            _wrap_triton_state.value = previous
+            state.value = previous
 
     return run
 
