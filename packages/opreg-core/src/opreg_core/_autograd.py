@@ -35,7 +35,7 @@ the jvp level being processed (``call_jvp_rule``), so rules may use ``torch.func
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -271,6 +271,15 @@ def unflatten_tangents(spec: tuple[int, ...], flat: Sequence[Any]) -> tuple[Any,
     return tuple(None if isinstance(t, list) and all(e is None for e in t) else t for t in out)
 
 
+class AutogradKernel(NamedTuple):
+    """An operator's ``Autograd`` kernel, and how the direct call records a call itself."""
+
+    kernel: Callable[..., Any]  #: registered with ``with_keyset=True``
+    #: how the direct call records a call; None where the op's arguments need flattening
+    #: (lists, keyword-only) or its outputs do (a list output)
+    record: DirectRecord | None
+
+
 def make_autograd_kernel(
     qualname: str,
     overload: Any,
@@ -281,8 +290,8 @@ def make_autograd_kernel(
     user_backward: bool = False,
     jvp: Jvp | None = None,
     user_jvp: bool = False,
-) -> Callable[..., Any]:
-    """The ``Autograd`` kernel (``with_keyset=True``) of one operator.
+) -> AutogradKernel:
+    """The ``Autograd`` kernel (``with_keyset=True``) of one operator, and its direct record.
 
     ``jvp``: the forward-mode rule (``jvp(ctx, *input_tangents)``, one tangent per declared
     input, a list of them for a list input); None: forward mode through the op raises.
@@ -414,6 +423,11 @@ def make_autograd_kernel(
     if jvp is not None:
         methods["jvp"] = staticmethod(jvp_wrapper)
     function = type(f"{qualname.replace('::', '_')}_Function", (SingleLevelFunction,), methods)
+    record_direct = (
+        DirectRecord(qualname, signature, setup_context, backward, user_backward)
+        if positional_only and not returns_list
+        else None
+    )
     redispatch = redispatch_boxed(overload)
     grad_enabled = torch.is_grad_enabled
 
@@ -457,7 +471,84 @@ def make_autograd_kernel(
                 return record(args, kwargs)
         return redispatch(keyset & AFTER_AUTOGRAD_KEYSET, *args, **kwargs)
 
-    return kernel
+    return AutogradKernel(kernel, record_direct)
+
+
+class DirectRecord:
+    """How the direct call (``_direct_call``) records a call of a differentiable op: the op's
+    Function for plain positional arguments outside every ``torch.func`` level, one per
+    device kernel (``function_for``; ``applies`` caches them), whose forward runs the kernel
+    and the op's ``setup_context`` in one Python frame, as a hand-written
+    ``forward(ctx, ...)`` does. It records what the op's Function records, and its backward
+    is the same: the user's, with the same checks of its gradients, except that the check of
+    their shapes (a clearer error than autograd's own, which still follows a wrong shape) runs
+    until one backward has passed it, not on every call: recording the inputs' shapes costs
+    a tenth of the call."""
+
+    def __init__(
+        self,
+        qualname: str,
+        signature: Signature,
+        setup_context: SetupContext | None,
+        backward: Backward,
+        user_backward: bool,
+    ) -> None:
+        self.qualname = qualname
+        self.names = signature.names
+        self.setup_context = setup_context
+        self.backward = backward
+        self.user_backward = user_backward
+        self.num_returns = signature.num_returns
+        self.tensor_positions = tuple(
+            i for i, kind in enumerate(signature.types) if kind in ("Tensor", "Optional[Tensor]")
+        )
+        #: device kernel -> ``apply`` of its Function
+        self.applies: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def function_for(self, kernel: Callable[..., Any]) -> Callable[..., Any]:
+        """``apply`` of the Function whose forward runs ``kernel`` (made once per kernel)."""
+        qualname, names, backward = self.qualname, self.names, self.backward
+        setup_context, user_backward = self.setup_context, self.user_backward
+        count = len(names)
+        plain_spec = (-1,) * count
+        positions = self.tensor_positions
+        multiple = self.num_returns > 1
+        tensor = torch.Tensor
+
+        unchecked = [user_backward]  # the gradients' shapes are checked until one backward passes
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            out = kernel(*args)
+            if multiple and type(out) is list:  # the dispatcher would hand autograd a tuple
+                out = tuple(out)
+            if unchecked[0]:  # the tensor inputs' shapes, for the gradients' check
+                ctx.opreg_shapes = [None if args[i] is None else args[i].shape for i in positions]
+            if setup_context is not None:
+                setup_context(ctx, args, out)
+            return out
+
+        def direct_backward(ctx: Any, *grads: Any) -> Any:
+            try:
+                grads_in = backward(ctx, *grads)
+            except (AttributeError, IndexError, ValueError) as exc:
+                if not user_backward or setup_context is not None:
+                    raise
+                raise _empty_ctx_error(qualname, "backward", exc) from exc
+            flat = _normalize(qualname, grads_in, count, "gradients")
+            shapes = getattr(ctx, "opreg_shapes", None)
+            if shapes is not None:
+                for shape, i in zip(shapes, positions, strict=True):
+                    g = flat[i]
+                    if isinstance(g, tensor) and shape is not None and g.shape != shape:
+                        check_grad_shape(qualname, names, plain_spec, i, g, shape)
+                unchecked[0] = False
+            return flat
+
+        methods = {"forward": staticmethod(forward), "backward": staticmethod(direct_backward)}
+        name = f"{qualname.replace('::', '_')}_Function"
+        apply: Callable[..., Any] = cast(Any, type(name, (SingleLevelFunction,), methods)).apply
+        self.applies[kernel] = apply
+        return apply
 
 
 def derive_batched_backward(

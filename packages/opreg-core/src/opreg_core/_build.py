@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ._autograd import (
+    DirectRecord,
     derive_batched_backward,
     derive_batched_jvp,
     make_autograd_kernel,
     non_differentiable_backward,
 )
 from ._batching import BatchingRules, VmapStats
-from ._kernels import as_registered, checked_arity
+from ._direct_call import direct_call
+from ._kernels import DeviceKernels, as_registered, checked_arity
 from ._mutation import make_mutation_kernel
 from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import VmapOp
@@ -27,28 +30,35 @@ Overload = OpOverload[..., Any]
 
 def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
     """Register every kernel of ``spec`` through ``reg`` and return the op object."""
-    main = define(spec, reg)
+    main, fallbacks = define(spec, reg)
     batched, rules = add_batching(spec, reg, main)
     targets = [(spec.opname, main)]
     if batched is not None:
         targets.append((spec.opname + BATCHED_SUFFIX, batched))
     if spec.signature.mutated:
         add_mutation_kernels(spec, reg, targets)
-    add_autograd_kernels(spec, reg, targets)
-    return make_op(spec, reg, main, batched, rules)
+    record = add_autograd_kernels(spec, reg, targets)
+    everywhere = fallbacks.get("cpu") if spec.device_types is None else None
+    kernels = DeviceKernels(fallbacks, everywhere)
+    call = direct_call(entry_point(main), spec.signature, kernels, record)
+    return make_op(spec, reg, main, batched, rules, kernels, call)
 
 
-def define(spec: OpSpec, reg: Registrar) -> Overload:
-    """The operator's definition, its fallback on each dispatch key, and its fake."""
+def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Callable[..., Any]]]:
+    """The operator's definition, its fallback on each dispatch key, and its fake; and the
+    fallback serving each device type the direct call serves (see ``DeviceKernels``)."""
     n = spec.num_returns
     main = reg.define(spec.opname, spec.signature.schema)
+    fallbacks: dict[str, Callable[..., Any]] = {}
     for key in spec.dispatch_keys:
         kernel = as_registered(
             spec.fn, spec.differentiable, spec.qualname, "the function", n, spec.signature.schema
         )
         reg.impl(spec.opname, kernel, key, "fallback")
+        for device in DeviceKernels.fallback_devices(key):
+            fallbacks[device] = kernel
     reg.fake(spec.opname, checked_arity(spec.fake_fn, spec.qualname, "fake_fn", n), "fake")
-    return main
+    return main, fallbacks
 
 
 def add_batching(
@@ -121,18 +131,21 @@ def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, 
         reg.impl(name, kernel, "ADInplaceOrView", "version counter bump", with_keyset=True)
 
 
-def add_autograd_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:
+def add_autograd_kernels(
+    spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]
+) -> DirectRecord | None:
     """The op's autograd kernel (the user's backward and jvp) and the batched op's (derived by
-    vmap); a fallthrough for a non-differentiable op."""
+    vmap); a fallthrough for a non-differentiable op. Returns how the direct call records a
+    call of the op (``AutogradKernel.record``; None for a non-differentiable op)."""
     if not spec.differentiable:
         for name, _ in targets:
             reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
-        return
+        return None
     qualname, signature = spec.qualname, spec.signature
     user_backward = spec.backward is not None
     backward = spec.backward if spec.backward is not None else non_differentiable_backward(qualname)
     (name, main), *batched = targets
-    kernel = make_autograd_kernel(
+    autograd = make_autograd_kernel(
         qualname,
         main,
         signature,
@@ -142,7 +155,7 @@ def add_autograd_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, 
         jvp=spec.jvp,
         user_jvp=True,
     )
-    reg.impl(name, kernel, "Autograd", "autograd", with_keyset=True)
+    reg.impl(name, autograd.kernel, "Autograd", "autograd", with_keyset=True)
     for name, overload in batched:
         setup_b, backward_b = derive_batched_backward(
             qualname, signature.names, spec.vmap_out_dims, spec.setup_context, backward
@@ -152,8 +165,11 @@ def add_autograd_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, 
             if spec.jvp is None
             else derive_batched_jvp(qualname, spec.vmap_out_dims, spec.setup_context, spec.jvp)
         )
-        kernel = make_autograd_kernel(qualname, overload, signature, setup_b, backward_b, jvp=jvp_b)
-        reg.impl(name, kernel, "Autograd", "derived autograd", with_keyset=True)
+        derived = make_autograd_kernel(
+            qualname, overload, signature, setup_b, backward_b, jvp=jvp_b
+        )
+        reg.impl(name, derived.kernel, "Autograd", "derived autograd", with_keyset=True)
+    return autograd.record
 
 
 def make_op(
@@ -162,11 +178,16 @@ def make_op(
     main: Overload,
     batched: Overload | None,
     rules: BatchingRules | None,
+    kernels: DeviceKernels,
+    call: Callable[..., Any] | None,
 ) -> VmapOp[Any, Any]:
     """The op object: an instance of its own ``VmapOp`` subclass whose ``__call__`` is the
-    operator's C++ entry point (no Python frame per call), carrying the public attributes."""
+    direct call (``_direct_call``), or where that does not apply the operator's C++ entry
+    point (no Python frame per call), carrying the public attributes."""
     cls = type(
-        f"VmapOp_{spec.qualname.replace('::', '__')}", (VmapOp,), {"__call__": entry_point(main)}
+        f"VmapOp_{spec.qualname.replace('::', '__')}",
+        (VmapOp,),
+        {"__call__": entry_point(main) if call is None else call},
     )
     op: VmapOp[Any, Any] = new_op_object(cls, main)
     fn = spec.fn
@@ -183,6 +204,7 @@ def make_op(
         vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
         # The batching rules read the same dict (a device kernel turns their short path off).
         _kernels=rules.kernels if rules is not None else {},
+        _device_kernels=kernels,
         _libs=[reg.lib],
         extensions={},
         __doc__=getattr(fn, "__doc__", None),

@@ -69,6 +69,57 @@ def as_registered(
     )
 
 
+#: Device types whose dispatch a direct call takes itself (``_direct_call``), and the key that
+#: serves each from a fallback registered on it.
+_DIRECT_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+class DeviceKernels:
+    """Which kernel the dispatcher runs for a plain tensor of each device type that the direct
+    call serves (``_direct_call``): a ``register_kernel`` kernel, else the fallback where it is
+    registered. ``serving`` is the live table and ``everywhere`` the fallback while it serves
+    every device type (registered on ``CompositeExplicitAutograd``, no ``register_kernel``
+    kernel added), else None; both empty once the op is unregistered."""
+
+    __slots__ = ("_added", "_everywhere", "everywhere", "fallbacks", "serving")
+
+    def __init__(self, fallbacks: dict[str, Callable[..., Any]], everywhere: Any) -> None:
+        self.fallbacks = fallbacks
+        self.serving = dict(fallbacks)
+        self._everywhere = everywhere
+        self.everywhere: Callable[..., Any] | None = everywhere
+        self._added: set[str] = set()
+
+    @staticmethod
+    def fallback_devices(dispatch_key: str) -> tuple[str, ...]:
+        """The device types a fallback registered on ``dispatch_key`` serves."""
+        if dispatch_key == "CompositeExplicitAutograd":
+            return tuple(_DIRECT_KEYS)
+        return tuple(d for d, key in _DIRECT_KEYS.items() if key == dispatch_key)
+
+    def add(self, device_type: str, kernel: Callable[..., Any]) -> None:
+        self._added.add(device_type)
+        self.everywhere = None
+        if device_type in _DIRECT_KEYS:
+            self.serving[device_type] = kernel
+
+    def remove(self, device_type: str) -> None:
+        self._added.discard(device_type)
+        fallback = self.fallbacks.get(device_type)
+        if fallback is None:
+            self.serving.pop(device_type, None)
+        else:
+            self.serving[device_type] = fallback
+        if not self._added:
+            self.everywhere = self._everywhere
+
+    def clear(self) -> None:
+        self.fallbacks.clear()
+        self.serving.clear()
+        self._added.clear()
+        self._everywhere = self.everywhere = None
+
+
 class KernelTarget(Protocol):
     """What adding a kernel reads of an op (an opreg ``VmapOp``)."""
 
@@ -88,6 +139,8 @@ class KernelTarget(Protocol):
     def batched_overload(self) -> object | None: ...
     @property
     def _kernels(self) -> dict[tuple[str, bool], KernelHandle]: ...
+    @property
+    def _device_kernels(self) -> DeviceKernels: ...
 
 
 class KernelHandle:
@@ -105,6 +158,8 @@ class KernelHandle:
             self._lib.destroy()
             self._lib = None
             self.op._kernels.pop((self.device_type, self.batched), None)
+            if not self.batched:
+                self.op._device_kernels.remove(self.device_type)
 
     @property
     def active(self) -> bool:
@@ -138,4 +193,6 @@ def add_kernel(
         lib.impl(name, wrapped, key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
+        if not batched:
+            op._device_kernels.add(device, wrapped)
     return handle

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
 from ._batching import VmapStats
-from ._kernels import KernelHandle, add_kernel
+from ._kernels import DeviceKernels, KernelHandle, add_kernel
 from ._private import OpOverload
 from ._samples import SampleInputs
 
@@ -26,10 +26,11 @@ class VmapOp(OpOverload[P, R]):
     """A registered opreg operator.
 
     It *is* an ``OpOverload`` (so ``torch.library.opcheck``, ``torch.compile`` and
-    ``torch.export`` treat it as the operator), and calling it is a direct call into the
-    dispatcher: each op gets its own subclass whose ``__call__`` is the C++ entry point, so no
-    Python frame is added to a call. ``overload`` is the same operator as
-    ``torch.ops.<namespace>.<name>.default``.
+    ``torch.export`` treat it as the operator). Each op gets its own subclass whose
+    ``__call__`` takes the dispatcher's route itself in one Python frame when only plain tensors
+    take part and nothing could route the call differently (``_direct_call``), and goes
+    through the dispatcher otherwise. ``overload`` is the same operator as
+    ``torch.ops.<namespace>.<name>.default``, whose calls always go through the dispatcher.
     """
 
     # Set by opreg_core._build.make_op; documented attributes of the public API. Each option
@@ -64,6 +65,7 @@ class VmapOp(OpOverload[P, R]):
     #: empty it, first calling the ``release()`` method of each value that has one.
     extensions: dict[str, object]
     _kernels: dict[tuple[str, bool], KernelHandle]
+    _device_kernels: DeviceKernels  #: what the direct call runs per device type
     _libs: list[Any]
 
     @property

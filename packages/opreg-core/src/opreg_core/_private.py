@@ -13,6 +13,7 @@ boundary adds no Python frame to a call of an op.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
@@ -63,6 +64,7 @@ __all__ = [
     "VmapLevelKeys",
     "add_batch_dim",
     "apply_function",
+    "autograd_excluded",
     "below_autograd",
     "call_below_vmap_levels",
     "call_jvp_rule",
@@ -70,6 +72,7 @@ __all__ = [
     "clear_sharding_caches",
     "current_vmap_level",
     "dispatch_key_for_device",
+    "dispatch_keys_raw",
     "dispatch_modes_active",
     "dynamic_layer_depth",
     "enable_single_level_autograd_function",
@@ -78,6 +81,7 @@ __all__ = [
     "forward_ad_level_open",
     "forward_mode_ad_active",
     "function_modes_active",
+    "functorch_transforms_active",
     "grad_modes",
     "jit_tracing",
     "new_op_object",
@@ -85,7 +89,7 @@ __all__ = [
     "overload_schema",
     "parse_schema",
     "peek_interpreter_stack",
-    "rebind_call",
+    "profiler_enabled",
     "redispatch_boxed",
     "storage_id",
     "tangent_flags",
@@ -134,6 +138,10 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._len_torch_dispatch_stack",
     "torch._C._len_torch_function_stack",
     "torch._C._get_tracing_state",
+    "torch._C._dispatch_keys",
+    "torch._C._autograd._profiler_enabled",
+    "torch._C._dispatch_tls_is_dispatch_key_excluded",
+    "torch._C.DispatchKey.AutogradFunctionality",
     "torch._C._functorch.push_dynamic_layer_stack",
     "torch._C._functorch.CVmapInterpreterPtr",
     "torch._C._functorch.CJvpInterpreterPtr",
@@ -180,11 +188,6 @@ def new_op_object(cls: type[_OP], overload: OpOverload[Any, Any]) -> _OP:
     op = object.__new__(cls)
     op.__dict__.update(overload.__dict__)
     return op
-
-
-def rebind_call(op_class: type, overload: OpOverload[Any, Any]) -> None:
-    """Make instances of ``op_class`` call ``overload`` directly through the C++ entry point."""
-    setattr(op_class, "__call__", overload._op)  # noqa: B010 (a class-level slot)
 
 
 # -- The dispatcher ----------------------------------------------------------------------------
@@ -449,6 +452,31 @@ def call_below_vmap_levels(
     finally:
         for layer in reversed(saved):
             _push_layer(layer)
+
+
+# -- The direct call ----------------------------------------------------------------------------
+# Why: an op's call takes the dispatcher's route itself when nothing could route it differently
+# (``_direct_call``): it reads the dispatch key set of each tensor (plain dense tensors of one
+# device type: no subclass, view bit, sparse or nested layout, batched or functional wrapper),
+# whether functorch transforms or the profiler are active, and whether autograd is excluded
+# below an outer kernel.
+# Public replacement: a ``torch.library`` fast path for Python kernels (one crossing into Python
+# per call, as ``torch.autograd.Function.apply`` has), or public queries for these states.
+
+_dispatch_keys: Callable[[torch.Tensor], Any] = torch._C._dispatch_keys
+functorch_transforms_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
+#: Whether autograd is excluded from dispatch here (below an outer kernel's autograd, or in
+#: inference mode): the dispatcher would not run an op's ``Autograd`` kernel. (A partial: no
+#: Python frame.)
+autograd_excluded: Callable[[], bool] = functools.partial(
+    torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.AutogradFunctionality
+)
+
+
+def dispatch_keys_raw(tensor: torch.Tensor) -> int:
+    """The dispatch key set of a tensor, as an int (equal sets, equal ints)."""
+    return cast(int, _dispatch_keys(tensor).raw_repr())
 
 
 # -- Autograd kernels (see the import section above) ------------------------------------------

@@ -62,6 +62,7 @@ def _retire(op: VmapOp[Any, Any]) -> None:
     for lib in op._libs:
         lib.destroy()
     op._libs.clear()
+    op._device_kernels.clear()  # the direct call goes to the dispatcher, which refuses
     register_sharding_rule(op, None)  # DTensor forgets the op (pending or applied)
     errors: list[BaseException] = []
     for value in list(op.extensions.values()):

@@ -9,7 +9,6 @@ import weakref
 from typing import Any
 
 from ._op import VmapOp
-from ._private import rebind_call
 from ._registry_lock import registry_lock
 
 _ops: dict[str, VmapOp[Any, Any]] = {}
@@ -33,7 +32,8 @@ def add(op: VmapOp[Any, Any]) -> None:
         if old is None:
             continue
         old.__dict__.update(op.__dict__)
-        rebind_call(type(old), op.overload)
+        # The new op's call (the direct call, or the dispatcher's entry point).
+        setattr(type(old), "__call__", type(op).__dict__["__call__"])  # noqa: B010
         alive.append(ref)
     handles[:] = alive
     _ops[op.qualname] = op

@@ -51,6 +51,9 @@ class Signature:
     list_args: bool
     #: per output: a tensor or a list of tensors (True), or a plain value (False)
     tensor_returns: tuple[bool, ...] = ()
+    #: per argument, in declaration order: its type as ``str(argument.real_type)``
+    #: (``"Tensor"``, ``"Optional[Tensor]"``, ``"float"``, ...)
+    types: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -249,4 +252,5 @@ def parse_signature(qualname: str, schema: str) -> Signature:
         returns_list=any(str(r.real_type) == "List[Tensor]" for r in parsed.returns),
         list_args=any(str(a.real_type) in TENSOR_LIST_TYPES for a in parsed.arguments),
         tensor_returns=tuple(str(r.real_type) in TENSOR_TYPES for r in parsed.returns),
+        types=tuple(str(a.real_type) for a in parsed.arguments),
     )

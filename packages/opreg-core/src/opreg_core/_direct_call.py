@@ -1,0 +1,202 @@
+"""The op's call from Python: the dispatcher's own route, taken directly when nothing could
+route the call differently.
+
+Through the dispatcher, a call that autograd records crosses into Python twice (the op's
+``Autograd`` kernel, then the device kernel below it) and any other call once, and the
+dispatcher boxes and unboxes every argument on the way: a recorded call cost about twice a
+hand-written ``torch.autograd.Function``. For a call in which only plain dense CPU or CUDA
+tensors take part, with arguments of exactly their declared types, outside every mode,
+transform, tracer, profiler and dual level, the dispatcher's route is known: the op's
+Function (when grad mode is on and an input requires grad), whose forward runs the device
+type's kernel, or else that kernel alone. :func:`direct_call` takes that route itself, in one
+Python frame, with the same Function and the same kernels (the first-call aliasing check
+included). Every other call goes through the dispatcher as before: ``torch.compile`` and
+``torch.export`` (which see the operator, never this frame), FakeTensor and every other
+``TorchDispatchMode`` or ``TorchFunctionMode``, ``torch.func`` transforms, forward-mode AD,
+``torch.jit.trace``, the profiler (which records the operator), tensor subclasses (DTensor,
+functional and batched tensors), conjugate or negative views, sparse, nested, meta and
+inference tensors, other device types, keyword arguments, a scalar of another type than
+declared (the dispatcher converts it), and autograd turned off below the op by an outer
+kernel.
+
+An op whose signature the plan does not cover (list or keyword-only arguments, a mutated
+argument, list outputs, other argument types) keeps the dispatcher's C++ entry point as its
+call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._autograd import DirectRecord
+from ._kernels import DeviceKernels
+from ._private import (
+    autograd_excluded,
+    dispatch_keys_raw,
+    dispatch_modes_active,
+    forward_ad_level_open,
+    function_modes_active,
+    functorch_transforms_active,
+    jit_tracing,
+    profiler_enabled,
+)
+from ._signature import Signature
+
+#: Argument kinds the plan covers: a schema type -> the Python type the value must have
+#: exactly (what the dispatcher would hand the kernel unchanged); tensors are checked apart.
+_SCALAR_KINDS: dict[str, type] = {"float": float, "int": int, "bool": bool, "str": str}
+_TENSOR, _OPTIONAL_TENSOR = "Tensor", "Optional[Tensor]"
+
+#: Dispatch key sets of plain dense tensors (their ``raw_repr``) -> device type, and of every
+#: other tensor seen -> "" (not plain): learnt from a fresh tensor of the same device.
+_PLAIN_KEYS: dict[int, str] = {}
+_DIRECT_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _plain_device_type(tensor: torch.Tensor, raw: int) -> str:
+    """The device type of a plain dense tensor whose key set is ``raw`` ("" if not plain)."""
+    device = tensor.device
+    found = ""
+    if device.type in _DIRECT_DEVICE_TYPES:
+        fresh = torch.empty(0, device=device)
+        if dispatch_keys_raw(fresh) == raw:
+            found = device.type
+    _PLAIN_KEYS[raw] = found
+    return found
+
+
+def argument_plan(
+    signature: Signature,
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, type], ...]] | None:
+    """(tensor positions, optional-tensor positions, (position, exact scalar type) pairs) of
+    the positional arguments, or None where the direct route does not apply to the op."""
+    if (
+        signature.kwarg_only
+        or signature.mutated
+        or signature.returns_list
+        or signature.list_args
+        or len(signature.types) != len(signature.positional)
+    ):
+        return None
+    tensors, optional, scalars = [], [], []
+    for i, kind in enumerate(signature.types):
+        if kind == _TENSOR:
+            tensors.append(i)
+        elif kind == _OPTIONAL_TENSOR:
+            optional.append(i)
+        elif kind in _SCALAR_KINDS:
+            scalars.append((i, _SCALAR_KINDS[kind]))
+        else:
+            return None
+    if not tensors:
+        return None  # no tensor to say which device kernel serves the call
+    return tuple(tensors), tuple(optional), tuple(scalars)
+
+
+def direct_call(
+    entry: Callable[..., Any],
+    signature: Signature,
+    kernels: DeviceKernels,
+    record: DirectRecord | None,
+) -> Callable[..., Any] | None:
+    """The op's ``__call__`` (see the module docstring), or None where the plan does not
+    cover its signature.
+
+    ``entry``: the dispatcher's C++ entry point of the op. ``kernels``: the kernel the
+    dispatcher runs for a plain tensor of each device type (kept up to date by the op).
+    ``record``: the op's Functions for the direct call (None for an op declared
+    non-differentiable, whose kernel runs itself below autograd).
+
+    While one kernel (the fallback) serves every device type, a tensor needs only be a plain
+    ``torch.Tensor`` (or ``Parameter``) that is not on the meta device (where the fake serves):
+    the dispatcher would run the same kernel for any other tensor of that type, whatever its
+    device, layout or view bits. Otherwise each tensor's dispatch key set must be a plain dense
+    tensor's, of one device type that has a kernel.
+    """
+    plan = argument_plan(signature)
+    if plan is None:
+        return None
+    tensors, optional, scalars = plan
+    count = len(signature.types)
+    multiple = signature.num_returns > 1
+    tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
+    plain_keys = _PLAIN_KEYS
+    serving = kernels.serving
+    compiling = torch.compiler.is_compiling
+    grad_enabled = torch.is_grad_enabled
+    applies = record.applies if record is not None else {}
+
+    def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if (
+            kwargs
+            or len(args) != count
+            or compiling()
+            or function_modes_active()
+            or dispatch_modes_active()
+            or functorch_transforms_active()
+            or forward_ad_level_open()
+            or profiler_enabled()
+            or jit_tracing()
+        ):
+            return entry(*args, **kwargs)
+        needs_grad = False
+        kernel = kernels.everywhere
+        if kernel is not None:
+            for i in tensors:
+                a = args[i]
+                kind = type(a)
+                if (kind is not tensor_type and kind is not parameter_type) or a.is_meta:
+                    return entry(*args)
+                if a.requires_grad:
+                    needs_grad = True
+            for i in optional:
+                a = args[i]
+                if a is not None:
+                    kind = type(a)
+                    if (kind is not tensor_type and kind is not parameter_type) or a.is_meta:
+                        return entry(*args)
+                    if a.requires_grad:
+                        needs_grad = True
+        else:
+            device = ""
+            for i in (*tensors, *optional):
+                a = args[i]
+                if a is None:
+                    continue
+                kind = type(a)
+                if kind is not tensor_type and kind is not parameter_type:
+                    return entry(*args)
+                raw = dispatch_keys_raw(a)
+                found = plain_keys.get(raw)
+                if found is None:
+                    found = _plain_device_type(a, raw)
+                if not found or (device and found != device):
+                    return entry(*args)
+                device = found
+                if a.requires_grad:
+                    needs_grad = True
+            kernel = serving.get(device)
+            if kernel is None:
+                return entry(*args)
+        for i, exact in scalars:
+            if type(args[i]) is not exact:
+                return entry(*args)
+        if needs_grad and record is not None and grad_enabled():
+            if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
+                return entry(*args)
+            apply = applies.get(kernel)
+            if apply is None:
+                apply = record.function_for(kernel)
+            out = apply(*args)
+        else:
+            # What the dispatcher runs below the op's Autograd kernel (a non-differentiable op's
+            # kernel decides itself whether it runs below autograd).
+            out = kernel(*args)
+        if multiple and type(out) is list:
+            return tuple(out)
+        return out
+
+    return call

@@ -1,0 +1,480 @@
+"""The direct call (``_direct_call``): an op object takes the dispatcher's route itself when only
+plain tensors take part and nothing could route the call differently, and leaves every other
+call to the dispatcher. Each test says which route a call takes (a spy on the op's entry into
+the dispatcher) and that the results, gradients and errors are the dispatcher's."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from opreg_core import register_vmap_op, unregister
+
+DIRECT, DISPATCHER = "direct", "dispatcher"
+
+
+@contextlib.contextmanager
+def _entries(op: Any) -> Iterator[list[int]]:
+    """Counts the calls the op object hands to the dispatcher (its C++ entry point)."""
+    call = type(op).__dict__["__call__"]
+    cell = call.__closure__[call.__code__.co_freevars.index("entry")]
+    entry = cell.cell_contents
+    count = [0]
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return entry(*args, **kwargs)
+
+    cell.cell_contents = spy
+    try:
+        yield count
+    finally:
+        cell.cell_contents = entry
+
+
+def route(op: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """Which route ``op(*args, **kwargs)`` took, and its result."""
+    with _entries(op) as count:
+        out = op(*args, **kwargs)
+    return (DISPATCHER if count[0] else DIRECT), out
+
+
+# -- ops ------------------------------------------------------------------------------------------
+
+
+def _scale_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, alpha, flag = inputs
+    ctx.save_for_backward(x, w)
+    ctx.alpha, ctx.flag = alpha, flag
+
+
+def _scale_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    x, w = ctx.saved_tensors
+    sign = -1.0 if ctx.flag else 1.0
+    return g * w * ctx.alpha * sign, (g * x * ctx.alpha * sign).sum(0), None, None
+
+
+def _scale(x: torch.Tensor, w: torch.Tensor, alpha: float, flag: bool) -> torch.Tensor:
+    return x * w * alpha * (-1.0 if flag else 1.0)
+
+
+@pytest.fixture
+def scale(ns: str) -> Any:
+    """Two tensors (``w`` broadcast over ``x``'s rows) and two scalars, with a backward."""
+    return register_vmap_op(
+        _scale,
+        name=f"{ns}::scale",
+        fake_fn=lambda x, w, alpha, flag: torch.empty_like(x),
+        backward=_scale_backward,
+        setup_context=_scale_setup,
+    )
+
+
+def _args(requires_grad: bool = True) -> tuple[Any, ...]:
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=requires_grad)
+    w = torch.randn(4, dtype=torch.float64, requires_grad=requires_grad)
+    return x, w, 0.5, True
+
+
+def _same_grads(op: Any, args: tuple[Any, ...]) -> None:
+    """The op's output and gradients through the op object equal those through ``torch.ops``."""
+    overload = op.overload
+    x, w = args[0], args[1]
+    outs, grads = [], []
+    for call in (op, overload):
+        out = call(*args)
+        outs.append(out)
+        grads.append(torch.autograd.grad(out.sum(), (x, w)))
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+    assert outs[0].grad_fn.name() == outs[1].grad_fn.name()
+    for a, b in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# -- the direct route --------------------------------------------------------------------------
+
+
+def test_plain_tensors_take_the_direct_route_with_the_dispatchers_results(scale: Any) -> None:
+    args = _args()
+    taken, out = route(scale, *args)
+    assert taken == DIRECT
+    assert out.requires_grad and out.grad_fn is not None
+    _same_grads(scale, args)
+
+
+def test_parameters_and_non_contiguous_tensors_are_plain(scale: Any) -> None:
+    x = torch.randn(4, 3, dtype=torch.float64).t().requires_grad_()
+    w = torch.nn.Parameter(torch.randn(4, dtype=torch.float64))
+    assert route(scale, x, w, 0.5, False)[0] == DIRECT
+    _same_grads(scale, (x, w, 0.5, False))
+
+
+@pytest.mark.parametrize(
+    "mode", [torch.no_grad, torch.inference_mode, contextlib.nullcontext], ids=str
+)
+def test_no_input_needing_grad_runs_the_kernel_alone(scale: Any, mode: Any) -> None:
+    args = _args(requires_grad=mode is not contextlib.nullcontext)
+    with mode():
+        taken, out = route(scale, *args)
+        expected = scale.overload(*args)
+    assert taken == DIRECT
+    assert not out.requires_grad and out.grad_fn is None
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_a_closed_over_tensor_requiring_grad_is_recorded_as_the_dispatcher_does(ns: str) -> None:
+    """Without an input requiring grad the dispatcher runs the kernel below the op's autograd
+    kernel with grad mode as it is, so a tensor the kernel closes over is recorded through; the
+    direct route does the same (what the op's own backward would say is not asked)."""
+    weight = torch.randn(3, requires_grad=True)
+
+    def closes_over(x: torch.Tensor) -> torch.Tensor:
+        return x * weight
+
+    op = register_vmap_op(closes_over, name=f"{ns}::closes_over", fake_fn=torch.empty_like)
+    x = torch.randn(3)
+    taken, out = route(op, x)
+    assert taken == DIRECT
+    assert out.requires_grad is op.overload(x).requires_grad is True
+
+
+def test_the_default_op_records_and_its_backward_refuses(ns: str) -> None:
+    op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
+                          fake_fn=torch.empty_like)  # fmt: skip
+    x = torch.randn(3, requires_grad=True)
+    taken, out = route(op, x)
+    assert taken == DIRECT
+    with pytest.raises(RuntimeError, match=f"{ns}::f"):
+        out.sum().backward()
+
+
+def test_an_optional_tensor_and_several_outputs(ns: str) -> None:
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.has_bias = inputs[1] is not None
+
+    def backward(ctx: Any, ga: torch.Tensor, gb: torch.Tensor) -> tuple[Any, ...]:
+        return ga + 2 * gb, (ga.sum(0) if ctx.has_bias else None)
+
+    def two(x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        b = 0 if bias is None else bias
+        return [x + b, x * 2]  # type: ignore[return-value]  # a list: the dispatcher gives a tuple
+
+    op = register_vmap_op(
+        two,
+        name=f"{ns}::two",
+        fake_fn=lambda x, bias: (torch.empty_like(x), torch.empty_like(x)),
+        backward=backward,
+        setup_context=setup,
+    )
+    x = torch.randn(2, 3, requires_grad=True)
+    for bias in (None, torch.randn(3, requires_grad=True)):
+        taken, out = route(op, x, bias)
+        assert taken == DIRECT
+        assert type(out) is tuple and len(out) == 2
+        reference = op.overload(x, bias)
+        for a, b in zip(out, reference, strict=True):
+            torch.testing.assert_close(a, b)
+        grads = torch.autograd.grad(sum(o.sum() for o in out), x)
+        expected = torch.autograd.grad(sum(o.sum() for o in reference), x)
+        torch.testing.assert_close(grads, expected)
+
+
+# -- calls the dispatcher routes differently --------------------------------------------------
+
+
+def test_keywords_defaults_and_other_scalar_types_go_to_the_dispatcher(ns: str) -> None:
+    seen: list[tuple[type, type]] = []
+
+    def f(x: torch.Tensor, alpha: float = 2.0, n: int = 1) -> torch.Tensor:
+        seen.append((type(alpha), type(n)))
+        return x * alpha * n
+
+    op = register_vmap_op(
+        f, name=f"{ns}::f", fake_fn=lambda x, alpha=2.0, n=1: x.new_empty(x.shape)
+    )
+    x = torch.randn(3)
+    assert route(op, x, 2.0, 3)[0] == DIRECT
+    assert route(op, x, alpha=2.0, n=3)[0] == DISPATCHER
+    assert route(op, x)[0] == DISPATCHER  # defaults: the dispatcher fills them in
+    seen.clear()
+    taken, out = route(op, x, 2, True)  # an int for a float, a bool for an int: converted
+    assert taken == DISPATCHER
+    assert seen == [(float, int)]
+    torch.testing.assert_close(out, x * 2.0)
+
+
+class _Seen(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _SeenFunctions(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.funcs: list[Any] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.funcs.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_modes_see_the_operator(scale: Any) -> None:
+    args = _args()
+    with _Seen() as mode:
+        taken, _ = route(scale, *args)
+    assert taken == DISPATCHER
+    assert f"{scale.namespace}.{scale.opname}.default" in mode.ops
+    with _SeenFunctions() as function_mode:
+        taken, _ = route(scale, *args)
+    assert taken == DISPATCHER
+    assert any(getattr(f, "__name__", "") == scale.overload.__name__ for f in function_mode.funcs)
+    with torch.device("cpu"):  # a function mode too
+        assert route(scale, *args)[0] == DISPATCHER
+
+
+def test_fake_and_meta_tensors_get_the_fake(ns: str) -> None:
+    calls: list[str] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        calls.append("fallback")
+        return x * 2
+
+    def fake(x: torch.Tensor) -> torch.Tensor:
+        calls.append("fake")
+        return torch.empty_like(x)
+
+    op = register_vmap_op(f, name=f"{ns}::f", fake_fn=fake)
+    taken, out = route(op, torch.empty(3, device="meta"))
+    assert taken == DISPATCHER and out.device.type == "meta" and calls == ["fake"]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    calls.clear()
+    with FakeTensorMode() as fake_mode:
+        taken, _ = route(op, fake_mode.from_tensor(torch.randn(3)))
+    assert taken == DISPATCHER and calls == ["fake"]
+
+
+def test_functorch_transforms_and_dual_tensors_go_to_the_dispatcher(scale: Any) -> None:
+    x, w, alpha, flag = _args(requires_grad=False)
+    taken: list[str] = []
+
+    def probe(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        t, out = route(scale, x, w, alpha, flag)
+        taken.append(t)
+        return out.sum()
+
+    torch.func.grad(probe)(x, w)
+    torch.func.vmap(probe, in_dims=(0, None))(x, w)
+    assert taken == [DISPATCHER] * 2
+    with pytest.raises(Exception, match="jvp"):  # no jvp rule: the dispatcher's clear refusal
+        torch.func.jvp(lambda x: probe(x, w), (x,), (torch.ones_like(x),))
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        with pytest.raises(Exception, match="jvp"):
+            route(scale, dual, w, alpha, flag)
+
+
+def test_compile_and_export_see_the_operator(scale: Any) -> None:
+    from torch._dynamo.testing import EagerAndRecordGraphs
+
+    backend = EagerAndRecordGraphs()
+    args = _args(requires_grad=False)
+    compiled = torch.compile(lambda *a: scale(*a), backend=backend, fullgraph=True)
+    torch.testing.assert_close(compiled(*args), scale.overload(*args))
+    assert f"torch.ops.{scale.namespace}.{scale.opname}.default" in backend.graphs[0].code
+
+
+def test_the_profiler_and_jit_trace_see_the_operator(scale: Any) -> None:
+    args = _args(requires_grad=False)
+    with torch.profiler.profile() as prof:
+        taken, _ = route(scale, *args)
+    assert taken == DISPATCHER
+    assert any(e.name == scale.qualname for e in prof.events())
+    traced = torch.jit.trace(lambda x, w: scale(x, w, 0.5, True), args[:2])
+    assert scale.qualname in str(traced.graph)
+
+
+class _Logged(torch.Tensor):
+    """A subclass with its own ``__torch_function__``: it must see the op."""
+
+    seen: list[Any] = []  # noqa: RUF012
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        cls.seen.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_subclasses_see_the_operator(scale: Any) -> None:
+    x, w, alpha, flag = _args(requires_grad=False)
+    _Logged.seen.clear()
+    taken, _ = route(scale, x.as_subclass(_Logged), w, alpha, flag)
+    assert taken == DISPATCHER
+    assert _Logged.seen
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    taken, out = route(scale, TwoTensor(x, x.clone()), w, alpha, flag)
+    assert taken == DISPATCHER and type(out) is TwoTensor
+
+
+def test_below_autograd_nothing_is_recorded(scale: Any) -> None:
+    """Below autograd with grad mode on (where the dispatcher runs an op's kernels for a call it
+    does not record, or inside ``torch.inference_mode``), the dispatcher skips the op's
+    Autograd kernel: the op records nothing, on either route."""
+    args = _args()
+    with torch._C._AutoDispatchBelowAutograd():
+        assert torch.is_grad_enabled()
+        taken, out = route(scale, *args)
+        expected = scale.overload(*args)
+    assert taken == DISPATCHER
+    assert out.requires_grad is expected.requires_grad is False
+
+
+# -- per-device kernels, unregistering, re-registering ----------------------------------------
+
+
+def test_a_registered_kernel_serves_its_device_and_sees_what_the_dispatcher_gives(
+    ns: str,
+) -> None:
+    seen: list[str] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        seen.append("fallback")
+        return x * 2
+
+    op = register_vmap_op(f, name=f"{ns}::f", fake_fn=torch.empty_like)
+
+    def cpu_kernel(x: torch.Tensor) -> torch.Tensor:
+        seen.append(f"cpu conj={x.is_conj()}")
+        return torch.mul(x, 2)
+
+    handle = op.register_kernel("cpu", cpu_kernel)
+    x = torch.randn(3, dtype=torch.complex64)
+    assert route(op, x)[0] == DIRECT
+    # A conjugate view: the dispatcher resolves it before a kernel sees it.
+    taken, out = route(op, x.conj())
+    assert taken == DISPATCHER
+    torch.testing.assert_close(out, x.conj() * 2)
+    assert seen == ["cpu conj=False", "cpu conj=False"]
+    handle.remove()
+    seen.clear()
+    assert route(op, x)[0] == DIRECT
+    assert route(op, x.conj())[0] == DIRECT  # the fallback serves every tensor again
+    assert seen == ["fallback", "fallback"]
+
+
+def test_unregister_and_re_register(ns: str) -> None:
+    op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
+                          fake_fn=torch.empty_like)  # fmt: skip
+    x = torch.randn(3)
+    again = register_vmap_op(lambda x: x * 3, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
+                             fake_fn=torch.empty_like)  # fmt: skip
+    for handle in (op, again):  # the old handle is the new op, on the direct route too
+        taken, out = route(handle, x)
+        assert taken == DIRECT
+        torch.testing.assert_close(out, x * 3)
+    unregister(f"{ns}::f")
+    with pytest.raises(Exception):  # noqa: B017 (the dispatcher's own error)
+        again(x)
+    assert not again._device_kernels.serving
+
+
+# -- non-differentiable ops, and the gradients' checks ----------------------------------------
+
+
+def test_a_non_differentiable_op_takes_the_direct_route_below_autograd(ns: str) -> None:
+    op = register_vmap_op(_scale, name=f"{ns}::nd", differentiable=False,
+                          fake_fn=lambda x, w, alpha, flag: torch.empty_like(x))  # fmt: skip
+    args = _args()
+    taken, out = route(op, *args)
+    assert taken == DIRECT
+    assert not out.requires_grad
+    torch.testing.assert_close(out, op.overload(*args), rtol=0, atol=0)
+
+
+def test_a_gradient_of_the_wrong_shape_names_the_argument(ns: str) -> None:
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        return g, g.sum(0)[:2], None, None  # w's gradient cannot be summed to w's shape
+
+    op = register_vmap_op(_scale, name=f"{ns}::bad", backward=backward,
+                          setup_context=lambda ctx, inputs, output: None,
+                          fake_fn=lambda x, w, alpha, flag: torch.empty_like(x))  # fmt: skip
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, requires_grad=True)
+    assert route(op, x, w, 1.0, False)[0] == DIRECT
+    with pytest.raises(RuntimeError, match=f"{ns}::bad.*argument 'w'"):
+        op(x, w, 1.0, False).sum().backward()
+
+
+def test_after_a_passing_backward_autograd_reports_a_wrong_shape(ns: str) -> None:
+    """The direct route checks the gradients' shapes until one backward passed; a later wrong
+    shape is still an error (autograd's), never a silent one."""
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g if g.shape[0] == 2 else g[:1]
+
+    op = register_vmap_op(lambda x: x * 1.0, schema="(Tensor x) -> Tensor", name=f"{ns}::b",
+                          backward=backward, setup_context=lambda ctx, inputs, output: None,
+                          fake_fn=torch.empty_like)  # fmt: skip
+    op(torch.randn(2, 3, requires_grad=True)).sum().backward()
+    with pytest.raises(RuntimeError, match="invalid gradient"):
+        op(torch.randn(4, 3, requires_grad=True)).sum().backward()
+
+
+def test_double_backward_is_the_dispatchers(ns: str) -> None:
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 3 * x * x * g
+
+    op = register_vmap_op(lambda x: x**3, schema="(Tensor x) -> Tensor", name=f"{ns}::cube",
+                          backward=backward, setup_context=setup,
+                          fake_fn=torch.empty_like)  # fmt: skip
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    results = []
+    for call in (op, op.overload):
+        (g,) = torch.autograd.grad(call(x).sum(), x, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), x)
+        results.append((g.detach(), gg))
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+    torch.testing.assert_close(results[0][1], 6 * x.detach())
+
+
+def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
+    def lists(xs: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack(xs).sum(0)
+
+    op = register_vmap_op(lists, name=f"{ns}::lists",
+                          fake_fn=lambda xs: torch.empty_like(xs[0]))  # fmt: skip
+    assert type(op).__dict__["__call__"] is op.overload._op
+    for kind in ("mutated", "kwonly"):
+        if kind == "mutated":
+
+            def fill(x: torch.Tensor) -> None:
+                x.add_(1)
+
+            m = register_vmap_op(fill, name=f"{ns}::fill", mutates_args=("x",),
+                                 fake_fn=lambda x: None)  # fmt: skip
+        else:
+            m = register_vmap_op(
+                lambda x, *, k: x * k,
+                schema="(Tensor x, *, float k) -> Tensor",
+                name=f"{ns}::kw",
+                fake_fn=lambda x, *, k: torch.empty_like(x),
+            )
+        assert type(m).__dict__["__call__"] is m.overload._op, kind
