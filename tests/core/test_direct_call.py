@@ -6,7 +6,6 @@ the dispatcher) and that the results, gradients and errors are the dispatcher's.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,32 +16,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from opreg_core import register_vmap_op, unregister
 
 DIRECT, DISPATCHER = "direct", "dispatcher"
-
-
-@contextlib.contextmanager
-def _entries(op: Any) -> Iterator[list[int]]:
-    """Counts the calls the op object hands to the dispatcher (its C++ entry point)."""
-    call = type(op).__dict__["__call__"]
-    cell = call.__closure__[call.__code__.co_freevars.index("entry")]
-    entry = cell.cell_contents
-    count = [0]
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return entry(*args, **kwargs)
-
-    cell.cell_contents = spy
-    try:
-        yield count
-    finally:
-        cell.cell_contents = entry
-
-
-def route(op: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
-    """Which route ``op(*args, **kwargs)`` took, and its result."""
-    with _entries(op) as count:
-        out = op(*args, **kwargs)
-    return (DISPATCHER if count[0] else DIRECT), out
 
 
 # -- ops ------------------------------------------------------------------------------------------
@@ -100,7 +73,9 @@ def _same_grads(op: Any, args: tuple[Any, ...]) -> None:
 # -- the direct route --------------------------------------------------------------------------
 
 
-def test_plain_tensors_take_the_direct_route_with_the_dispatchers_results(scale: Any) -> None:
+def test_plain_tensors_take_the_direct_route_with_the_dispatchers_results(
+    route: Any, scale: Any
+) -> None:
     args = _args()
     taken, out = route(scale, *args)
     assert taken == DIRECT
@@ -108,7 +83,7 @@ def test_plain_tensors_take_the_direct_route_with_the_dispatchers_results(scale:
     _same_grads(scale, args)
 
 
-def test_parameters_and_non_contiguous_tensors_are_plain(scale: Any) -> None:
+def test_parameters_and_non_contiguous_tensors_are_plain(route: Any, scale: Any) -> None:
     x = torch.randn(4, 3, dtype=torch.float64).t().requires_grad_()
     w = torch.nn.Parameter(torch.randn(4, dtype=torch.float64))
     assert route(scale, x, w, 0.5, False)[0] == DIRECT
@@ -118,7 +93,7 @@ def test_parameters_and_non_contiguous_tensors_are_plain(scale: Any) -> None:
 @pytest.mark.parametrize(
     "mode", [torch.no_grad, torch.inference_mode, contextlib.nullcontext], ids=str
 )
-def test_no_input_needing_grad_runs_the_kernel_alone(scale: Any, mode: Any) -> None:
+def test_no_input_needing_grad_runs_the_kernel_alone(route: Any, scale: Any, mode: Any) -> None:
     args = _args(requires_grad=mode is not contextlib.nullcontext)
     with mode():
         taken, out = route(scale, *args)
@@ -128,7 +103,9 @@ def test_no_input_needing_grad_runs_the_kernel_alone(scale: Any, mode: Any) -> N
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
 
 
-def test_a_closed_over_tensor_requiring_grad_is_recorded_as_the_dispatcher_does(ns: str) -> None:
+def test_a_closed_over_tensor_requiring_grad_is_recorded_as_the_dispatcher_does(
+    route: Any, ns: str
+) -> None:
     """Without an input requiring grad the dispatcher runs the kernel below the op's autograd
     kernel with grad mode as it is, so a tensor the kernel closes over is recorded through; the
     direct route does the same (what the op's own backward would say is not asked)."""
@@ -144,7 +121,7 @@ def test_a_closed_over_tensor_requiring_grad_is_recorded_as_the_dispatcher_does(
     assert out.requires_grad is op.overload(x).requires_grad is True
 
 
-def test_the_default_op_records_and_its_backward_refuses(ns: str) -> None:
+def test_the_default_op_records_and_its_backward_refuses(route: Any, ns: str) -> None:
     op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
                           fake_fn=torch.empty_like)  # fmt: skip
     x = torch.randn(3, requires_grad=True)
@@ -154,7 +131,7 @@ def test_the_default_op_records_and_its_backward_refuses(ns: str) -> None:
         out.sum().backward()
 
 
-def test_an_optional_tensor_and_several_outputs(ns: str) -> None:
+def test_an_optional_tensor_and_several_outputs(route: Any, ns: str) -> None:
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.has_bias = inputs[1] is not None
 
@@ -188,7 +165,7 @@ def test_an_optional_tensor_and_several_outputs(ns: str) -> None:
 # -- calls the dispatcher routes differently --------------------------------------------------
 
 
-def test_keywords_defaults_and_other_scalar_types_go_to_the_dispatcher(ns: str) -> None:
+def test_keywords_defaults_and_other_scalar_types_go_to_the_dispatcher(route: Any, ns: str) -> None:
     seen: list[tuple[type, type]] = []
 
     def f(x: torch.Tensor, alpha: float = 2.0, n: int = 1) -> torch.Tensor:
@@ -229,7 +206,7 @@ class _SeenFunctions(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_modes_see_the_operator(scale: Any) -> None:
+def test_modes_see_the_operator(route: Any, scale: Any) -> None:
     args = _args()
     with _Seen() as mode:
         taken, _ = route(scale, *args)
@@ -243,7 +220,7 @@ def test_modes_see_the_operator(scale: Any) -> None:
         assert route(scale, *args)[0] == DISPATCHER
 
 
-def test_fake_and_meta_tensors_get_the_fake(ns: str) -> None:
+def test_fake_and_meta_tensors_get_the_fake(route: Any, ns: str) -> None:
     calls: list[str] = []
 
     def f(x: torch.Tensor) -> torch.Tensor:
@@ -265,7 +242,7 @@ def test_fake_and_meta_tensors_get_the_fake(ns: str) -> None:
     assert taken == DISPATCHER and calls == ["fake"]
 
 
-def test_functorch_transforms_and_dual_tensors_go_to_the_dispatcher(scale: Any) -> None:
+def test_functorch_transforms_and_dual_tensors_go_to_the_dispatcher(route: Any, scale: Any) -> None:
     x, w, alpha, flag = _args(requires_grad=False)
     taken: list[str] = []
 
@@ -297,7 +274,7 @@ def test_compile_and_export_see_the_operator(scale: Any) -> None:
     assert f"torch.ops.{scale.namespace}.{scale.opname}.default" in backend.graphs[0].code
 
 
-def test_the_profiler_and_jit_trace_see_the_operator(scale: Any) -> None:
+def test_the_profiler_and_jit_trace_see_the_operator(route: Any, scale: Any) -> None:
     args = _args(requires_grad=False)
     with torch.profiler.profile() as prof:
         taken, _ = route(scale, *args)
@@ -318,7 +295,7 @@ class _Logged(torch.Tensor):
         return super().__torch_function__(func, types, args, kwargs or {})
 
 
-def test_subclasses_see_the_operator(scale: Any) -> None:
+def test_subclasses_see_the_operator(route: Any, scale: Any) -> None:
     x, w, alpha, flag = _args(requires_grad=False)
     _Logged.seen.clear()
     taken, _ = route(scale, x.as_subclass(_Logged), w, alpha, flag)
@@ -330,7 +307,7 @@ def test_subclasses_see_the_operator(scale: Any) -> None:
     assert taken == DISPATCHER and type(out) is TwoTensor
 
 
-def test_below_autograd_nothing_is_recorded(scale: Any) -> None:
+def test_below_autograd_nothing_is_recorded(route: Any, scale: Any) -> None:
     """Below autograd with grad mode on (where the dispatcher runs an op's kernels for a call it
     does not record, or inside ``torch.inference_mode``), the dispatcher skips the op's
     Autograd kernel: the op records nothing, on either route."""
@@ -347,6 +324,7 @@ def test_below_autograd_nothing_is_recorded(scale: Any) -> None:
 
 
 def test_a_registered_kernel_serves_its_device_and_sees_what_the_dispatcher_gives(
+    route: Any,
     ns: str,
 ) -> None:
     seen: list[str] = []
@@ -376,7 +354,7 @@ def test_a_registered_kernel_serves_its_device_and_sees_what_the_dispatcher_give
     assert seen == ["fallback", "fallback"]
 
 
-def test_unregister_and_re_register(ns: str) -> None:
+def test_unregister_and_re_register(route: Any, ns: str) -> None:
     op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
                           fake_fn=torch.empty_like)  # fmt: skip
     x = torch.randn(3)
@@ -395,7 +373,7 @@ def test_unregister_and_re_register(ns: str) -> None:
 # -- non-differentiable ops, and the gradients' checks ----------------------------------------
 
 
-def test_a_non_differentiable_op_takes_the_direct_route_below_autograd(ns: str) -> None:
+def test_a_non_differentiable_op_takes_the_direct_route_below_autograd(route: Any, ns: str) -> None:
     op = register_vmap_op(_scale, name=f"{ns}::nd", differentiable=False,
                           fake_fn=lambda x, w, alpha, flag: torch.empty_like(x))  # fmt: skip
     args = _args()
@@ -405,7 +383,7 @@ def test_a_non_differentiable_op_takes_the_direct_route_below_autograd(ns: str) 
     torch.testing.assert_close(out, op.overload(*args), rtol=0, atol=0)
 
 
-def test_a_gradient_of_the_wrong_shape_names_the_argument(ns: str) -> None:
+def test_a_gradient_of_the_wrong_shape_names_the_argument(route: Any, ns: str) -> None:
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         return g, g.sum(0)[:2], None, None  # w's gradient cannot be summed to w's shape
 

@@ -1,0 +1,104 @@
+"""The direct call of a Triton op (``opreg_core``'s ``_direct_call``): plain tensors on a Triton
+device type reach the op's Triton kernel without the dispatcher, with the dispatcher's results
+and gradients; tensors of another device type reach the fallback; the rest goes through the
+dispatcher. On CPU through Triton's interpreter (the plugin's ``opreg_triton_cpu``), on CUDA
+with compiled kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from opreg_kernels import register_triton_op
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+DIRECT, DISPATCHER = "direct", "dispatcher"
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _scale_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * alpha, mask=mask)
+
+
+class Launcher:
+    """The op's Triton launcher, counting its launches."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def __call__(self, x: torch.Tensor, alpha: float) -> torch.Tensor:
+        self.launches += 1
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        _scale_kernel[(triton.cdiv(n, 256),)](x, out, n, alpha, BLOCK=256)
+        return out
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.alpha = inputs[1]
+
+
+def _backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    return g * ctx.alpha, None
+
+
+@pytest.fixture
+def scale(ns: str, triton_device: torch.device) -> tuple[Any, Launcher]:
+    launcher = Launcher()
+
+    def scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        return x * alpha
+
+    op = register_triton_op(
+        scale,
+        name=f"{ns}::scale",
+        fake_fn=lambda x, alpha: torch.empty_like(x),
+        triton_fn=launcher,
+        triton_device_types=triton_device.type,
+        backward=_backward,
+        setup_context=_setup,
+    )
+    return op, launcher
+
+
+def test_plain_tensors_reach_the_triton_kernel_directly(
+    route: Any, scale: tuple[Any, Launcher], triton_device: torch.device
+) -> None:
+    op, launcher = scale
+    x = torch.randn(1000, device=triton_device, requires_grad=True)
+    taken, out = route(op, x, 0.5)
+    assert taken == DIRECT
+    assert launcher.launches == 1
+    expected = op.overload(x, 0.5)
+    assert launcher.launches == 2
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(out, x.detach() * 0.5)
+    assert out.grad_fn.name() == expected.grad_fn.name()
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(grad, torch.full_like(x, 0.5))
+    with torch.no_grad():
+        taken, _ = route(op, x, 0.5)
+    assert taken == DIRECT and launcher.launches == 3
+
+
+def test_other_calls_keep_their_routes(
+    route: Any, scale: tuple[Any, Launcher], triton_device: torch.device
+) -> None:
+    op, launcher = scale
+    x = torch.randn(1000, device=triton_device)
+    assert route(op, x, 2)[0] == DISPATCHER  # an int for a float: the dispatcher converts it
+    assert route(op, x, alpha=0.5)[0] == DISPATCHER
+    assert launcher.launches == 2
+    taken, out = route(op, x.to("meta"), 0.5)  # the fake, no launch
+    assert taken == DISPATCHER and out.device.type == "meta" and launcher.launches == 2
+    if triton_device.type == "cuda":  # a CPU tensor: the fallback, directly
+        taken, out = route(op, x.cpu(), 0.5)
+        assert taken == DIRECT and launcher.launches == 2
+        torch.testing.assert_close(out, x.cpu() * 0.5)
