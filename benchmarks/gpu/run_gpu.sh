@@ -16,6 +16,11 @@
 #         (`pip wheel --no-deps packages/*`) and `pip install --no-deps` them first; from
 #         PYTHONPATH alone those tests fail.
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
+# direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
+#         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
+# userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
+# training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
+#         against a hand-written autograd.Function)
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
 # bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
@@ -38,7 +43,15 @@ for name in "${steps[@]}"; do
     core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
     testing) step tests_testing 300 "$py" -m pytest tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore)"; status=1 ;;
+    direct) step tests_direct 240 "$py" -m pytest tests/core/test_direct_call.py \
+      tests/kernels/test_direct_call_triton.py tests/kernels/test_compiler_visible.py \
+      tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
+    userkernels) step bench_user_kernels 200 "$py" benchmarks/bench_user_kernels.py \
+      --json "$OUT/user_kernels.json" ;;
+    training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda \
+      --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu \
+      --json '$OUT/training_cpu.json'" ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training)"; status=1 ;;
   esac
 done
 
