@@ -48,8 +48,8 @@ for name in "${steps[@]}"; do
       tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
     userkernels) step bench_user_kernels 200 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
-    training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda \
-      --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu \
+    training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
+      --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
     *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training)"; status=1 ;;
   esac

@@ -34,6 +34,7 @@ import torch
 from ._autograd import DirectRecord
 from ._kernels import DeviceKernels
 from ._private import (
+    any_requires_grad,
     autograd_excluded,
     dispatch_keys_raw,
     dispatch_modes_active,
@@ -113,8 +114,11 @@ def direct_call(
     While one kernel (the fallback) serves every device type, a tensor needs only be a plain
     ``torch.Tensor`` (or ``Parameter``) that is not on the meta device (where the fake serves):
     the dispatcher would run the same kernel for any other tensor of that type, whatever its
-    device, layout or view bits. Otherwise each tensor's dispatch key set must be a plain dense
-    tensor's, of one device type that has a kernel.
+    device, layout or view bits. Otherwise (device kernels: a Triton kernel, a
+    ``register_kernel`` kernel) only a call that autograd records takes the direct route, and
+    each tensor's dispatch key set must be a plain dense tensor's, of one device type that has
+    a kernel: for any other call those checks would cost about what the dispatcher's one
+    crossing into the kernel costs.
     """
     plan = argument_plan(signature)
     if plan is None:
@@ -130,6 +134,14 @@ def direct_call(
     applies = record.applies if record is not None else {}
 
     def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        kernel = kernels.everywhere
+        if kernel is None and (
+            record is None or kwargs or not grad_enabled() or not any_requires_grad(*args)
+        ):
+            # Device kernels serve the op: checking each tensor's key set costs about what
+            # the dispatcher's crossing into the kernel does, so only a call that autograd
+            # records (two crossings and the Function's setup saved) takes the direct route.
+            return entry(*args, **kwargs)
         if (
             kwargs
             or len(args) != count
@@ -143,7 +155,6 @@ def direct_call(
         ):
             return entry(*args, **kwargs)
         needs_grad = False
-        kernel = kernels.everywhere
         if kernel is not None:
             for i in tensors:
                 a = args[i]

@@ -63,6 +63,7 @@ __all__ = [
     "SingleLevelFunction",
     "VmapLevelKeys",
     "add_batch_dim",
+    "any_requires_grad",
     "apply_function",
     "autograd_excluded",
     "below_autograd",
@@ -465,6 +466,8 @@ def call_below_vmap_levels(
 
 _dispatch_keys: Callable[[torch.Tensor], Any] = torch._C._dispatch_keys
 functorch_transforms_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
+#: Whether a tensor among the arguments (or in a list of tensors among them) requires grad.
+any_requires_grad: Callable[..., bool] = torch._C._any_requires_grad
 profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
 #: Whether autograd is excluded from dispatch here (below an outer kernel's autograd, or in
 #: inference mode): the dispatcher would not run an op's ``Autograd`` kernel. (A partial: no
