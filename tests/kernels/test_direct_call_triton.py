@@ -1,8 +1,8 @@
 """The direct call of a Triton op (``opreg_core``'s ``_direct_call``): a call autograd records
 with plain tensors on a Triton device type reaches the op's Triton kernel without the
 dispatcher, with the dispatcher's results and gradients; tensors of another device type reach
-the fallback; the rest goes through the dispatcher. On CPU through Triton's interpreter (the plugin's ``opreg_triton_cpu``), on CUDA
-with compiled kernels."""
+the fallback; the rest goes through the dispatcher. On CPU through Triton's interpreter (the
+plugin's ``opreg_triton_cpu``), on CUDA with compiled kernels."""
 
 from __future__ import annotations
 
