@@ -203,6 +203,26 @@ def _flat_input_name(names: Sequence[str], spec: tuple[int, ...], index: int) ->
     return f"input {index}"
 
 
+def run_backward(
+    qualname: str,
+    backward: Backward,
+    ctx: Any,
+    grads: Sequence[Any],
+    user_backward: bool,
+    setup_context: SetupContext | None,
+) -> Any:
+    """``backward(ctx, *grads)``; where it fails as reading an empty ``ctx`` fails (a missing
+    attribute, unpacking no saved tensors) while the user's backward has no
+    ``setup_context``, an error saying so. Other errors are the backward's own and pass
+    through unchanged."""
+    try:
+        return backward(ctx, *grads)
+    except (AttributeError, IndexError, ValueError) as exc:
+        if not user_backward or setup_context is not None:
+            raise
+        raise _empty_ctx_error(qualname, "backward", exc) from exc
+
+
 def check_grad_shape(
     qualname: str,
     names: Sequence[str],
@@ -380,14 +400,7 @@ def make_autograd_kernel(
         spec = ctx.opreg_spec
         if returns_list:  # one gradient per declared output, a list for a list output
             grads = unflatten_inputs(ctx.opreg_out_spec, grads)
-        try:
-            grads_in = backward(ctx, *grads)
-        except (AttributeError, IndexError, ValueError) as exc:
-            # What reading an empty ctx raises (a missing attribute, unpacking no saved
-            # tensors); other errors are the backward's own and pass through unchanged.
-            if not user_backward or setup_context is not None:
-                raise
-            raise _empty_ctx_error(qualname, "backward", exc) from exc
+        grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
         flat = flatten_grads(spec, _normalize(qualname, grads_in, count, "gradients"))
         # (A count of gradients other than the inputs' is autograd's to report.)
         if user_backward and len(flat) == len(shapes := ctx.opreg_shapes) - 1:
@@ -528,12 +541,7 @@ class DirectRecord:
             return out
 
         def direct_backward(ctx: Any, *grads: Any) -> Any:
-            try:
-                grads_in = backward(ctx, *grads)
-            except (AttributeError, IndexError, ValueError) as exc:
-                if not user_backward or setup_context is not None:
-                    raise
-                raise _empty_ctx_error(qualname, "backward", exc) from exc
+            grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
             flat = _normalize(qualname, grads_in, count, "gradients")
             shapes = getattr(ctx, "opreg_shapes", None)
             if shapes is not None:
