@@ -55,6 +55,7 @@ __all__ = [
     "has_kernel_for_dispatch_key",
     "overload_schema",
     "packet_qualname",
+    "tensor_version",
     "to_fake",
     "tree_leaves",
     "tree_map_only",
@@ -77,6 +78,7 @@ INTERNALS: tuple[str, ...] = (
     "torch.utils._pytree.tree_leaves",
     "torch.utils._pytree.tree_map_only",
     "torch._C._dispatch_has_kernel_for_dispatch_key",
+    "torch.Tensor._version",
 )
 
 
@@ -118,3 +120,16 @@ def to_fake(mode: FakeTensorMode, t: torch.Tensor, dynamic: bool) -> torch.Tenso
 def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
     """Whether the operator ``"ns::name[.overload]"`` has a kernel on ``dispatch_key``."""
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, dispatch_key))
+
+
+# -- Version counters ----------------------------------------------------------------------------
+# Why: the autograd check tells a backward that writes into its saved inputs through an op that
+# declares the write (``mutates_args``: the dispatcher bumps the tensor's version counter, so
+# autograd and torch.compile know) from one that writes behind autograd's back (a raw kernel
+# writing through pointers: no bump).
+# Public replacement: a public version-counter query on tensors.
+
+
+def tensor_version(tensor: torch.Tensor) -> int:
+    """The version counter of ``tensor`` (bumped by every in-place write autograd sees)."""
+    return int(tensor._version)

@@ -11,6 +11,7 @@ from . import (
     compile_mutants,
     correct_ops,
     fake_mutants,
+    inplace_backward,
     kernel_mutants,
     opcheck_mutants,
     vmap_mutants,
@@ -24,7 +25,8 @@ MUTANTS: list[Mutant] = [
     *autograd_mutants.MUTANTS,
     *kernel_mutants.MUTANTS,
     *opcheck_mutants.MUTANTS,
+    *inplace_backward.MUTANTS,
 ]
-CORRECT: list[CorrectOp] = list(correct_ops.CORRECT)
+CORRECT: list[CorrectOp] = [*correct_ops.CORRECT, *inplace_backward.CORRECT]
 
 __all__ = ["CORRECT", "MUTANTS", "CorrectOp", "Mutant"]

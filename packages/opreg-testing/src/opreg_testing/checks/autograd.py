@@ -64,6 +64,7 @@ from ..errors import CheckFailure
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
+from ._consumed_inputs import CONSUMING_BACKWARD, check_vjp_on_fresh_inputs, consumed_inputs
 from ._declined import TORCH_ONCE_DIFFERENTIABLE, declined
 from ._harness import Check, CheckContext, Skip, format_exception
 from ._kernel_precision import (
@@ -235,6 +236,45 @@ def _weights(outs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 # -- first order ---------------------------------------------------------------------------------
+
+
+def _consuming_backward(ctx: CheckContext, inputs: Inputs) -> bool:
+    """Whether the backward writes its gradients into its saved inputs (see
+    :mod:`._consumed_inputs`); if so, check it on fresh inputs per forward here. A write that
+    autograd does not see (no version bump) fails."""
+    fn = inputs.function(ctx.target.call)
+    sample = inputs.sample
+    names = inputs.names(ctx.target.arg_names)
+    with ctx.step("the backward", sample, "backward, float64"):
+        found = consumed_inputs(fn, inputs.fresh(), names)
+    if found is None:
+        return False
+    case = "the backward writes into its saved inputs"
+    if found.undeclared:
+        which = ", ".join(repr(n) for n in found.undeclared)
+        raise ctx.failure(
+            f"the backward writes into the input(s) {which} without autograd seeing it (their "
+            "version counter did not change: e.g. a Triton kernel writing through pointers in "
+            "an op that does not declare the write), so autograd cannot refuse a second "
+            "backward through the same graph and torch.compile does not know about the write. "
+            "Declare it: register the op that writes with mutates_args naming that argument "
+            "(opreg bumps the version counter), or write the gradient into a new tensor",
+            sample,
+            case,
+        )
+    with ctx.step("the backward against finite differences, a fresh forward each", sample, case):
+        mismatch = check_vjp_on_fresh_inputs(fn, inputs.flat())
+    if mismatch is not None:
+        raise ctx.failure(
+            "the backward disagrees with finite differences (each gradient taken on a fresh "
+            "forward, as the backward writes into its saved inputs); expected = finite "
+            "differences, actual = backward",
+            sample,
+            case,
+            mismatch=mismatch,
+        )
+    ctx.info["consumes_saved_inputs"] = list(found.names)
+    return True
 
 
 def _gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
@@ -1038,6 +1078,14 @@ def _finite_differences(
     sample, positions = inputs.sample, list(inputs.positions)
     gradgrad, nested = options["gradgrad"], options["nested"]
     cases = forward_cases = 0
+    if backward and _consuming_backward(ctx, inputs):
+        # Once per forward: checked on fresh inputs; no second derivative; torch.func's
+        # transforms would replay the backward on the same saved inputs.
+        declined_by.setdefault(DOUBLE_BACKWARD, CONSUMING_BACKWARD)
+        declined_by.setdefault("torch.func", CONSUMING_BACKWARD)
+        if not forward and op is not None and FORWARD_AD not in declined_by:
+            declined_by[FORWARD_AD] = _forward_declined(ctx, inputs)
+        backward = False
     if backward:
         _gradcheck(ctx, inputs, fast)
         if gradgrad:
@@ -1078,7 +1126,13 @@ def _report(
         ctx.info["forward_functorch_cases"] = forward_cases
     if declined_by:
         ctx.info["declined"] = declined_by
-    if DOUBLE_BACKWARD in declined_by:
+    if DOUBLE_BACKWARD in declined_by and declined_by[DOUBLE_BACKWARD] == CONSUMING_BACKWARD:
+        ctx.notes.append(
+            f"once differentiable: {CONSUMING_BACKWARD}; its gradients were compared with "
+            "finite differences on a fresh forward each, and torch.func's transforms (which "
+            "would replay it on the same saved inputs) were not run"
+        )
+    elif DOUBLE_BACKWARD in declined_by:
         refusal = declined_by[DOUBLE_BACKWARD]
         note = f"once differentiable: double backward raises {refusal!r}"
         if refusal == TORCH_ONCE_DIFFERENTIABLE:
