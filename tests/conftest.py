@@ -45,3 +45,10 @@ def route() -> Route:
         return (DISPATCHER if count[0] else DIRECT), out
 
     return call
+
+
+@pytest.fixture
+def dispatcher_entries() -> Callable[[Any], contextlib.AbstractContextManager[list[int]]]:
+    """``with dispatcher_entries(op) as count:``: ``count[0]`` calls of the op object went to
+    the dispatcher in the block (for calls that raise, where ``route`` returns nothing)."""
+    return _entries

@@ -458,3 +458,20 @@ def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
                 fake_fn=lambda x, *, k: torch.empty_like(x),
             )
         assert type(m).__dict__["__call__"] is m.overload._op, kind
+
+
+@pytest.mark.parametrize("device_kernel", [False, True], ids=["fallback", "cpu_kernel"])
+def test_none_for_a_required_tensor_gets_the_dispatchers_error(
+    dispatcher_entries: Any, scale: Any, device_kernel: bool
+) -> None:
+    """Only an optional tensor may be None on the direct route; None for a required one goes
+    to the dispatcher, with or without a device kernel, and fails as it fails there."""
+    if device_kernel:
+        scale.register_kernel("cpu", _scale)
+    _, w, alpha, flag = _args()
+    with pytest.raises(Exception) as through_ops:
+        scale.overload(None, w, alpha, flag)
+    with dispatcher_entries(scale) as count, pytest.raises(type(through_ops.value)) as direct:
+        scale(None, w, alpha, flag)
+    assert count == [1]
+    assert str(direct.value) == str(through_ops.value)

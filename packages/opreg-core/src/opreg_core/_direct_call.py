@@ -54,14 +54,13 @@ _TENSOR, _OPTIONAL_TENSOR = "Tensor", "Optional[Tensor]"
 #: Dispatch key sets of plain dense tensors (their ``raw_repr``) -> device type, and of every
 #: other tensor seen -> "" (not plain): learnt from a fresh tensor of the same device.
 _PLAIN_KEYS: dict[int, str] = {}
-_DIRECT_DEVICE_TYPES = ("cpu", "cuda")
 
 
 def _plain_device_type(tensor: torch.Tensor, raw: int) -> str:
     """The device type of a plain dense tensor whose key set is ``raw`` ("" if not plain)."""
     device = tensor.device
     found = ""
-    if device.type in _DIRECT_DEVICE_TYPES:
+    if device.type in DeviceKernels.DEVICE_TYPES:
         fresh = torch.empty(0, device=device)
         if dispatch_keys_raw(fresh) == raw:
             found = device.type
@@ -123,7 +122,9 @@ def direct_call(
     plan = argument_plan(signature)
     if plan is None:
         return None
-    tensors, optional, scalars = plan
+    tensors, optionals, scalars = plan
+    #: (position, may be None) of every tensor argument, the required ones first
+    positions = (*((i, False) for i in tensors), *((i, True) for i in optionals))
     count = len(signature.types)
     multiple = signature.num_returns > 1
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
@@ -155,31 +156,18 @@ def direct_call(
         ):
             return entry(*args, **kwargs)
         needs_grad = False
-        if kernel is not None:
-            for i in tensors:
-                a = args[i]
-                kind = type(a)
-                if (kind is not tensor_type and kind is not parameter_type) or a.is_meta:
+        device = ""
+        for i, optional in positions:
+            a = args[i]
+            if a is None and optional:
+                continue
+            kind = type(a)
+            if kind is not tensor_type and kind is not parameter_type:
+                return entry(*args)
+            if kernel is not None:  # one kernel for every device type: only meta differs
+                if a.is_meta:
                     return entry(*args)
-                if a.requires_grad:
-                    needs_grad = True
-            for i in optional:
-                a = args[i]
-                if a is not None:
-                    kind = type(a)
-                    if (kind is not tensor_type and kind is not parameter_type) or a.is_meta:
-                        return entry(*args)
-                    if a.requires_grad:
-                        needs_grad = True
-        else:
-            device = ""
-            for i in (*tensors, *optional):
-                a = args[i]
-                if a is None:
-                    continue
-                kind = type(a)
-                if kind is not tensor_type and kind is not parameter_type:
-                    return entry(*args)
+            else:
                 raw = dispatch_keys_raw(a)
                 found = plain_keys.get(raw)
                 if found is None:
@@ -187,8 +175,9 @@ def direct_call(
                 if not found or (device and found != device):
                     return entry(*args)
                 device = found
-                if a.requires_grad:
-                    needs_grad = True
+            if a.requires_grad:
+                needs_grad = True
+        if kernel is None:
             kernel = serving.get(device)
             if kernel is None:
                 return entry(*args)

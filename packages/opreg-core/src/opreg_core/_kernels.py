@@ -83,6 +83,9 @@ class DeviceKernels:
 
     __slots__ = ("_added", "_everywhere", "everywhere", "fallbacks", "serving")
 
+    #: The device types the direct call serves itself.
+    DEVICE_TYPES: tuple[str, ...] = tuple(_DIRECT_KEYS)
+
     def __init__(self, fallbacks: dict[str, Callable[..., Any]], everywhere: Any) -> None:
         self.fallbacks = fallbacks
         self.serving = dict(fallbacks)
