@@ -26,6 +26,7 @@ import torch
 
 from .._private import tensor_version
 from ..compare import Mismatch, Tolerance
+from ._outputs import floating_outputs, random_like, weighted_sum
 
 #: What the autograd check reports when it declines second derivatives of such a backward.
 CONSUMING_BACKWARD = (
@@ -43,41 +44,20 @@ class Consumed:
     undeclared: tuple[str, ...]
 
 
-def _outputs(out: Any) -> list[torch.Tensor]:
-    items = out if isinstance(out, (tuple, list)) else (out,)
-    found: list[torch.Tensor] = []
-    for item in items:
-        if isinstance(item, torch.Tensor) and item.is_floating_point():
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            found.extend(_outputs(item))
-    return found
-
-
-def _weighted(outs: list[torch.Tensor], weights: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.stack([(o * w).sum() for o, w in zip(outs, weights, strict=True)]).sum()
-
-
-def _random(shapes: Sequence[torch.Tensor], gen: torch.Generator) -> list[torch.Tensor]:
-    return [
-        torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device, t.dtype)
-        for t in shapes
-    ]
-
-
 def consumed_inputs(
     fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], names: Sequence[str]
 ) -> Consumed | None:
     """Run ``fn`` (the op as a function of its differentiated tensors) forward and backward
     once on ``inputs`` (fresh leaves, used up here); the inputs its backward wrote into, or
     None when it wrote into none (or nothing requires grad)."""
-    outs = [o for o in _outputs(fn(*inputs)) if o.requires_grad]
+    outs = [o for o in floating_outputs(fn(*inputs)) if o.requires_grad]
     if not outs:
         return None
     before = [t.detach().clone() for t in inputs]
     versions = [tensor_version(t) for t in inputs]
-    weights = _random(outs, torch.Generator().manual_seed(2468))
-    torch.autograd.grad(_weighted(outs, weights), inputs, allow_unused=True)
+    gen = torch.Generator().manual_seed(2468)
+    weights = [random_like(o, gen) for o in outs]
+    torch.autograd.grad(weighted_sum(outs, weights), inputs, allow_unused=True)
     written = [
         i
         for i, (t, b) in enumerate(zip(inputs, before, strict=True))
@@ -106,21 +86,24 @@ def check_vjp_on_fresh_inputs(
     base = [t.detach() for t in inputs]
     gen = torch.Generator().manual_seed(1357)
     for k in range(directions):
-        v = _random(base, gen)
+        v = [random_like(b, gen) for b in base]
         with torch.no_grad():
-            reference = _outputs(fn(*[b.clone() for b in base]))
-        u = _random(reference, gen)
+            reference = floating_outputs(fn(*[b.clone() for b in base]))
+        u = [random_like(o, gen) for o in reference]
         xs = tuple(b.clone().requires_grad_(True) for b in base)
-        grads = torch.autograd.grad(_weighted(_outputs(fn(*xs)), u), xs, allow_unused=True)
+        grads = torch.autograd.grad(
+            weighted_sum(floating_outputs(fn(*xs)), u), xs, allow_unused=True
+        )
         backward = sum(
-            (float((g.detach() * d).sum()) for g, d in zip(grads, v, strict=True) if g is not None),
-            0.0,
+            float((g.detach() * d).real.sum())
+            for g, d in zip(grads, v, strict=True)
+            if g is not None
         )
 
         def along(sign: float, v: list[torch.Tensor] = v, u: list[torch.Tensor] = u) -> float:
             with torch.no_grad():
                 moved = [(b + sign * eps * d).clone() for b, d in zip(base, v, strict=True)]
-                return float(_weighted(_outputs(fn(*moved)), u))
+                return float(weighted_sum(floating_outputs(fn(*moved)), u))
 
         numerical = (along(1.0) - along(-1.0)) / (2 * eps)
         if abs(backward - numerical) > atol + rtol * abs(numerical):

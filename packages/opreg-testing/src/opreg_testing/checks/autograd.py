@@ -75,6 +75,7 @@ from ._kernel_precision import (
     kernel_served,
     kernel_words,
 )
+from ._outputs import floating_outputs, is_float, random_like, weighted_sum
 from ._vmap_cases import (
     Entries,
     Level,
@@ -116,10 +117,6 @@ FUNC_GRAD_HINT = (
 )
 
 
-def _is_float(t: torch.Tensor) -> bool:
-    return t.dtype.is_floating_point or t.dtype.is_complex
-
-
 def _widen(t: torch.Tensor) -> torch.Tensor:
     if t.dtype.is_complex:
         return t.detach().to(torch.complex128)
@@ -139,7 +136,7 @@ def _float_list(value: Any) -> bool:
     return (
         isinstance(value, (list, tuple))
         and bool(value)
-        and all(isinstance(v, torch.Tensor) and _is_float(v) for v in value)
+        and all(isinstance(v, torch.Tensor) and is_float(v) for v in value)
     )
 
 
@@ -148,7 +145,7 @@ def diff_positions(sample: SampleInput) -> list[int]:
     return [
         i
         for i, a in enumerate(sample.args)
-        if (isinstance(a, torch.Tensor) and _is_float(a)) or _float_list(a)
+        if (isinstance(a, torch.Tensor) and is_float(a)) or _float_list(a)
     ]
 
 
@@ -204,26 +201,13 @@ class Inputs:
         return tuple(t.detach().clone().requires_grad_(True) for t in self.flat())
 
 
-def _floating_outputs(out: Any) -> list[torch.Tensor]:
-    items = out if isinstance(out, (tuple, list)) else (out,)
-    found: list[torch.Tensor] = []
-    for item in items:
-        if isinstance(item, torch.Tensor) and _is_float(item):
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            found.extend(_floating_outputs(item))
-    return found
-
-
 def _loss(
     op: Callable[..., Any], kwargs: dict[str, Any], weights: list[torch.Tensor]
 ) -> Callable[..., Any]:
     """``sum(w * out)`` over the floating outputs: a scalar every output element reaches."""
 
     def loss(*args: Any) -> torch.Tensor:
-        outs = _floating_outputs(op(*args, **kwargs))
-        terms = [(o * w).real.sum() for o, w in zip(outs, weights, strict=True)]
-        return torch.stack(terms).sum()
+        return weighted_sum(floating_outputs(op(*args, **kwargs)), weights)
 
     return loss
 
@@ -296,7 +280,7 @@ def _gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
 
 
 def _flat_outputs(out: Any) -> torch.Tensor:
-    return torch.cat([o.reshape(-1) for o in _floating_outputs(out)])
+    return torch.cat([o.reshape(-1) for o in floating_outputs(out)])
 
 
 def _backward_jacobian(
@@ -416,10 +400,6 @@ def _tangent_for(x: torch.Tensor) -> torch.Tensor:
     return torch.sin(3 * x) + 0.5
 
 
-def _random_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    return torch.randn(t.shape, generator=g, dtype=t.dtype).to(t.device)
-
-
 def _jvp_matches_backward(ctx: CheckContext, inputs: Inputs) -> None:
     """``<jvp(v), u> == <v, vjp(u)>``: the jvp and the backward are one Jacobian's transposes."""
     sample = inputs.sample
@@ -428,14 +408,14 @@ def _jvp_matches_backward(ctx: CheckContext, inputs: Inputs) -> None:
         return  # the identity needs conjugations that differ between conventions
     fn = inputs.function(ctx.target.call)
     g = torch.Generator().manual_seed(2468)
-    vs = tuple(_random_like(x, g) for x in xs)
+    vs = tuple(random_like(x, g) for x in xs)
     case = "jvp against the backward, float64"
     with ctx.step("torch.func.jvp(op)", sample, case):
         result = torch.func.jvp(lambda *a: _flat_outputs(fn(*a)), xs, vs)
         out, tangent = result[0], result[1]
     if out.is_complex():
         return
-    u = _random_like(out, g)
+    u = random_like(out, g)
     with ctx.step("the backward", sample, case):
         fresh = inputs.fresh()
         flat = _flat_outputs(fn(*fresh))
@@ -469,7 +449,7 @@ def _jvp_outputs(
             call = list(args)
             for p, value in zip(positions, diff, strict=True):
                 call[p] = value
-            return tuple(_floating_outputs(op(*call, **kwargs)))
+            return tuple(floating_outputs(op(*call, **kwargs)))
 
         directions = tuple(map_tensors(_tangent_for, p) for p in primals)
         return torch.func.jvp(fn, primals, directions)[1]
@@ -538,7 +518,7 @@ KERNEL_DERIVATIVE_HINT = (
 def _vjp(inputs: Inputs, fn: Callable[..., Any]) -> tuple[torch.Tensor, ...]:
     """The gradients of every input for fixed random output gradients (zeros where none)."""
     xs = inputs.fresh()
-    outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+    outs = [o for o in floating_outputs(fn(*xs)) if o.requires_grad]
     if not outs:
         return tuple(torch.zeros_like(x) for x in xs)
     grads = torch.autograd.grad(outs, xs, _weights(outs), allow_unused=True)
@@ -549,8 +529,8 @@ def _jvp(inputs: Inputs, fn: Callable[..., Any]) -> list[torch.Tensor]:
     """The tangents of the floating outputs for fixed random input tangents."""
     xs = tuple(t.detach() for t in inputs.flat())
     g = torch.Generator().manual_seed(2468)
-    vs = tuple(_random_like(x, g) for x in xs)
-    return list(torch.func.jvp(lambda *a: tuple(_floating_outputs(fn(*a))), xs, vs)[1])
+    vs = tuple(random_like(x, g) for x in xs)
+    return list(torch.func.jvp(lambda *a: tuple(floating_outputs(fn(*a))), xs, vs)[1])
 
 
 def _kernel_derivatives(
@@ -607,7 +587,7 @@ def _first_order(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
         xs, vs = args[:count], args[count:]
         with torch.enable_grad():
             xs = tuple(x if x.requires_grad else x.detach().requires_grad_(True) for x in xs)
-            outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+            outs = [o for o in floating_outputs(fn(*xs)) if o.requires_grad]
             grads = torch.autograd.grad(outs, xs, vs, create_graph=True, allow_unused=True)
         return tuple(
             torch.zeros_like(x) if g is None else g for x, g in zip(xs, grads, strict=True)
@@ -620,7 +600,7 @@ def _first_order_graph(fn: Callable[..., Any], xs: tuple[torch.Tensor, ...]) -> 
     """The first-order gradients of ``fn``'s floating outputs (weighted by random output
     gradients that require grad) with respect to ``xs``, with ``create_graph=True``; None for
     an input that gets no gradient."""
-    outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+    outs = [o for o in floating_outputs(fn(*xs)) if o.requires_grad]
     if not outs:
         return (None,) * len(xs)
     g = torch.Generator().manual_seed(4321)
@@ -713,7 +693,7 @@ def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> str | None:
             )
         except GradcheckError as exc:
             xs = inputs.fresh()
-            outs = [o for o in _floating_outputs(fn(*xs)) if o.requires_grad]
+            outs = [o for o in floating_outputs(fn(*xs)) if o.requires_grad]
             g = torch.Generator().manual_seed(4321)
             vs = tuple(torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs)
             vnames = [f"grad_output {i}" for i in range(len(vs))]
@@ -879,7 +859,7 @@ def _functorch(
     """``vmap(grad(loss))`` and ``grad(sum of vmap(loss))`` against per-sample gradients."""
     op = ctx.target.call
     with ctx.step("the op", sample, "float64"):
-        outs = _floating_outputs(op(*sample.args, **sample.kwargs))
+        outs = floating_outputs(op(*sample.args, **sample.kwargs))
     if not outs:
         return 0
     loss = _loss(op, sample.kwargs, _weights(outs))
@@ -948,7 +928,7 @@ def _needs_grad(ctx: CheckContext) -> None:
     sample = to_double(ctx.samples[0])
     inputs = Inputs(sample, tuple(diff_positions(sample)))
     with ctx.step("the op with inputs that require grad", sample):
-        outs = _floating_outputs(inputs.function(ctx.target.call)(*inputs.fresh()))
+        outs = floating_outputs(inputs.function(ctx.target.call)(*inputs.fresh()))
     if not any(o.requires_grad for o in outs):
         raise Skip("the op's outputs do not require grad (no autograd formula)")
 
