@@ -414,6 +414,41 @@ def test_after_a_passing_backward_autograd_reports_a_wrong_shape(ns: str) -> Non
         op(torch.randn(4, 3, requires_grad=True)).sum().backward()
 
 
+def test_forwards_record_the_shapes_at_most_shape_records_times(ns: str) -> None:
+    """Forwards without a backward stop recording the shapes after ``SHAPE_RECORDS`` calls;
+    a wrong shape is then autograd's error, still an error, and the values stay right."""
+    from opreg_core._autograd import DirectRecord
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g[:1]
+
+    op = register_vmap_op(lambda x: x * 2.0, schema="(Tensor x) -> Tensor", name=f"{ns}::r",
+                          backward=backward, setup_context=lambda ctx, inputs, output: None,
+                          fake_fn=torch.empty_like)  # fmt: skip
+    x = torch.randn(4, 3, requires_grad=True)
+    for _ in range(DirectRecord.SHAPE_RECORDS - 1):
+        torch.testing.assert_close(op(x), x * 2.0)
+    with pytest.raises(RuntimeError, match=f"opreg: {ns}::r: backward returned a gradient"):
+        op(x).sum().backward()  # the last recording forward: opreg's check
+    for _ in range(3):
+        torch.testing.assert_close(op(x), x * 2.0)
+    with pytest.raises(RuntimeError, match="invalid gradient"):
+        op(x).sum().backward()
+
+
+def test_the_aliasing_check_runs_before_the_forward_settles(ns: str) -> None:
+    """The Function's forward calls the kernel itself only after a call of it has passed the
+    aliasing check; an aliasing kernel fails on the direct route's first call."""
+    op = register_vmap_op(lambda x: x.view(-1), schema="(Tensor x) -> Tensor", name=f"{ns}::al",
+                          backward=lambda ctx, g: g.view(4, 3),
+                          setup_context=lambda ctx, inputs, output: None,
+                          fake_fn=lambda x: x.new_empty(x.numel()))  # fmt: skip
+    x = torch.randn(4, 3, requires_grad=True)
+    for _ in range(2):  # a failed first call does not settle the forward
+        with pytest.raises(RuntimeError, match="aliases input 'x'"):
+            op(x)
+
+
 def test_double_backward_is_the_dispatchers(ns: str) -> None:
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(inputs[0])

@@ -84,6 +84,13 @@ def check_fresh_outputs(
             seen[key] = what
 
 
+class CheckedKernel:
+    """Base of the objects :func:`first_call_checked` returns (one class each: its
+    ``__call__`` is swapped for the kernel once a call passes)."""
+
+    __slots__ = ()
+
+
 def first_call_checked(
     kernel: Callable[..., Any], qualname: str, label: str, schema: str, num_returns: int
 ) -> Callable[..., Any]:
@@ -101,8 +108,18 @@ def first_call_checked(
 
     cls = type(
         "OpregKernel",
-        (),
+        (CheckedKernel,),
         {"__slots__": (), "__call__": staticmethod(first), "__wrapped__": kernel},
     )
     checked: Callable[..., Any] = cls()
     return checked
+
+
+def passed_kernel(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """What a call of ``kernel`` runs once one of its calls has returned: for an object of
+    :func:`first_call_checked`, the kernel it wraps (its check has then passed; calling it
+    directly saves the call through the object); any other kernel is itself."""
+    if isinstance(kernel, CheckedKernel):
+        wrapped: Callable[..., Any] = type(kernel).__wrapped__
+        return wrapped
+    return kernel

@@ -35,10 +35,11 @@ the jvp level being processed (``call_jvp_rule``), so rules may use ``torch.func
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import torch
 
+from ._aliasing import passed_kernel
 from ._batching import UNBATCHED
 from ._errors import NotDifferentiableError
 from ._private import (
@@ -495,8 +496,8 @@ class DirectRecord:
     ``forward(ctx, ...)`` does. It records what the op's Function records, and its backward
     is the same: the user's, with the same checks of its gradients, except that the check of
     their shapes (a clearer error than autograd's own, which still follows a wrong shape) runs
-    until one backward has passed it, not on every call: recording the inputs' shapes costs
-    a tenth of the call."""
+    until one backward has passed it, on at most the first ``SHAPE_RECORDS`` forwards, not on
+    every call: recording the inputs' shapes costs a tenth of the call."""
 
     def __init__(
         self,
@@ -518,8 +519,19 @@ class DirectRecord:
         #: device kernel -> ``apply`` of its Function
         self.applies: dict[Callable[..., Any], Callable[..., Any]] = {}
 
+    #: At most this many forwards of each Function record the inputs' shapes for the
+    #: gradients' check: after them, or once one backward has passed the check, a wrong shape
+    #: is reported by autograd's own check (an error still, naming the Function).
+    SHAPE_RECORDS = 32
+
     def function_for(self, kernel: Callable[..., Any]) -> Callable[..., Any]:
-        """``apply`` of the Function whose forward runs ``kernel`` (made once per kernel)."""
+        """``apply`` of the Function whose forward runs ``kernel`` (made once per kernel).
+
+        Its first forwards run ``kernel`` as given (its first call checks the outputs for
+        aliasing, ``_aliasing``) and record the shapes; then the Function's ``forward`` is
+        swapped for one that calls what the kernel runs (``passed_kernel``) and records
+        nothing; once a backward has passed the check, the ``backward`` is swapped for one that
+        checks no shapes."""
         qualname, names, backward = self.qualname, self.names, self.backward
         setup_context, user_backward = self.setup_context, self.user_backward
         count = len(names)
@@ -527,15 +539,31 @@ class DirectRecord:
         positions = self.tensor_positions
         multiple = self.num_returns > 1
         tensor = torch.Tensor
+        left = [self.SHAPE_RECORDS if user_backward else 0]  # recording forwards left
 
-        unchecked = [user_backward]  # the gradients' shapes are checked until one backward passes
+        def settle() -> None:
+            left[0] = 0
+            function.forward = staticmethod(plain_forward)
 
-        def forward(ctx: Any, *args: Any) -> Any:
+        def first_forward(ctx: Any, *args: Any) -> Any:
             out = kernel(*args)
             if multiple and type(out) is list:  # the dispatcher would hand autograd a tuple
                 out = tuple(out)
-            if unchecked[0]:  # the tensor inputs' shapes, for the gradients' check
+            if left[0] > 0:  # the tensor inputs' shapes, for the gradients' check
                 ctx.opreg_shapes = [None if args[i] is None else args[i].shape for i in positions]
+                left[0] -= 1
+            if left[0] <= 0:
+                settle()
+            if setup_context is not None:
+                setup_context(ctx, args, out)
+            return out
+
+        run = passed_kernel(kernel)
+
+        def plain_forward(ctx: Any, *args: Any) -> Any:
+            out = run(*args)
+            if multiple and type(out) is list:
+                out = tuple(out)
             if setup_context is not None:
                 setup_context(ctx, args, out)
             return out
@@ -549,12 +577,23 @@ class DirectRecord:
                     g = flat[i]
                     if isinstance(g, tensor) and shape is not None and g.shape != shape:
                         check_grad_shape(qualname, names, plain_spec, i, g, shape)
-                unchecked[0] = False
+                settle()  # later forwards record nothing, and backwards check nothing
+                function.backward = staticmethod(plain_backward)
             return flat
 
-        methods = {"forward": staticmethod(forward), "backward": staticmethod(direct_backward)}
+        def plain_backward(ctx: Any, *grads: Any) -> Any:
+            grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
+            if type(grads_in) is tuple and len(grads_in) == count:
+                return grads_in
+            return _normalize(qualname, grads_in, count, "gradients")
+
+        methods = {
+            "forward": staticmethod(first_forward),
+            "backward": staticmethod(direct_backward),
+        }
         name = f"{qualname.replace('::', '_')}_Function"
-        apply: Callable[..., Any] = cast(Any, type(name, (SingleLevelFunction,), methods)).apply
+        function: Any = type(name, (SingleLevelFunction,), methods)
+        apply: Callable[..., Any] = function.apply
         self.applies[kernel] = apply
         return apply
 
