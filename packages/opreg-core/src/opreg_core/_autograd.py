@@ -528,10 +528,11 @@ class DirectRecord:
         """``apply`` of the Function whose forward runs ``kernel`` (made once per kernel).
 
         Its first forwards run ``kernel`` as given (its first call checks the outputs for
-        aliasing, ``_aliasing``) and record the shapes; then the Function's ``forward`` is
-        swapped for one that calls what the kernel runs (``passed_kernel``) and records
-        nothing; once a backward has passed the check, the ``backward`` is swapped for one that
-        checks no shapes."""
+        aliasing, ``_aliasing``) and record the shapes. Once a backward has passed the shapes'
+        check, or the next forward after ``SHAPE_RECORDS`` recording ones, the Function
+        settles: its ``forward`` is swapped for one that calls what the kernel runs
+        (``passed_kernel``) and records nothing, its ``backward`` for one that checks no
+        shapes. Without a user backward it settles after its first forward."""
         qualname, names, backward = self.qualname, self.names, self.backward
         setup_context, user_backward = self.setup_context, self.user_backward
         count = len(names)
@@ -540,19 +541,27 @@ class DirectRecord:
         multiple = self.num_returns > 1
         tensor = torch.Tensor
         left = [self.SHAPE_RECORDS if user_backward else 0]  # recording forwards left
+        passed = [False]  # a call of ``kernel`` has returned (its aliasing check passed)
 
         def settle() -> None:
+            """From now on: forwards call the kernel itself and record nothing, and backwards
+            check no shapes (a wrong one is autograd's error)."""
             left[0] = 0
             function.forward = staticmethod(plain_forward)
+            function.backward = staticmethod(plain_backward)
 
         def first_forward(ctx: Any, *args: Any) -> Any:
+            if left[0] <= 0 and passed[0]:  # the recording forwards are over
+                settle()
+                return plain_forward(ctx, *args)
             out = kernel(*args)
+            passed[0] = True
             if multiple and type(out) is list:  # the dispatcher would hand autograd a tuple
                 out = tuple(out)
             if left[0] > 0:  # the tensor inputs' shapes, for the gradients' check
                 ctx.opreg_shapes = [None if args[i] is None else args[i].shape for i in positions]
                 left[0] -= 1
-            if left[0] <= 0:
+            elif not user_backward:  # nothing to check: settle at once
                 settle()
             if setup_context is not None:
                 setup_context(ctx, args, out)
@@ -577,8 +586,7 @@ class DirectRecord:
                     g = flat[i]
                     if isinstance(g, tensor) and shape is not None and g.shape != shape:
                         check_grad_shape(qualname, names, plain_spec, i, g, shape)
-                settle()  # later forwards record nothing, and backwards check nothing
-                function.backward = staticmethod(plain_backward)
+                settle()
             return flat
 
         def plain_backward(ctx: Any, *grads: Any) -> Any:
