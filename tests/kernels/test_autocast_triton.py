@@ -183,7 +183,7 @@ def test_non_differentiable_op(ns: str, triton_device: torch.device, launched: l
     _close(out, _rms_norm(x.detach().half(), w.detach().half(), EPS))
 
 
-# -- CUDA only: ATen's CUDA lists, CUDA graphs ------------------------------------------------------
+# -- CUDA only: ATen's CUDA lists, CUDA graphs ---------------------------------------------------
 
 needs_cuda_kernels = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8,
