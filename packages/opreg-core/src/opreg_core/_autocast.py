@@ -39,7 +39,7 @@ from ._private import autocast_capable_device_types, autocast_dispatch_key, excl
 AutocastPolicy: TypeAlias = Literal["lower_precision", "float32"]
 #: The ``autocast`` option: a policy for every device type with autocast, or a policy or a
 #: floating dtype (``torch.library.register_autocast``'s ``cast_inputs``) per device type.
-AutocastRule: TypeAlias = AutocastPolicy | Mapping[str, "torch.dtype | AutocastPolicy"]
+AutocastRule: TypeAlias = AutocastPolicy | Mapping[str, torch.dtype | AutocastPolicy]
 #: A resolved cast target: a dtype, or ``"lower_precision"`` (the region's dtype).
 AutocastTarget: TypeAlias = torch.dtype | Literal["lower_precision"]
 
