@@ -279,6 +279,8 @@ def main() -> None:
     x3 = torch.randn(4, 4, 4, 8)
 
     eager = median_us({k: partial(f, x, y) for k, f in ops.items()}, args.number, args.rounds)
+    # An op with an autocast rule: the direct call asks whether any region is active (one C
+    # call, ~0.1 us) where an op without one asks nothing; the dispatcher path costs nothing.
     # In a bf16 region: the rule's two casts and its dispatcher round trip, against the op
     # without a rule given inputs already in bf16.
     xh, yh = x.to(torch.bfloat16), y.to(torch.bfloat16)
@@ -329,7 +331,7 @@ def main() -> None:
             "eager, autocast rule vs none (no region active)",
             eager[OPREG_AUTOCAST],
             eager[OPREG_BACKWARD],
-            "<= 1.00",
+            "<= 1.05",
         ),
         (
             "  in a bf16 region: rule on fp32 vs none on bf16",
