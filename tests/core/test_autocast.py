@@ -430,6 +430,20 @@ def test_unregister_and_re_registration_drop_the_rule(ns: str) -> None:
     assert not hasattr(torch.ops, ns) or not hasattr(getattr(torch.ops, ns), "mm")
 
 
+def test_a_mutating_op_cannot_have_a_rule(ns: str) -> None:
+    def scale_(x: torch.Tensor) -> None:
+        x.mul_(2)
+
+    with pytest.raises(ValueError, match=f"^opreg: {ns}::scale_: autocast is not supported for "):
+        register_vmap_op(
+            scale_,
+            name=f"{ns}::scale_",
+            fake_fn=lambda x: None,
+            mutates_args=("x",),
+            autocast="lower_precision",
+        )
+
+
 @pytest.mark.parametrize(
     ("value", "error", "message"),
     [

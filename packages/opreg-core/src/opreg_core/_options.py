@@ -104,8 +104,9 @@ class VmapOpOptions(TypedDict, total=False):
     floating dtype (``{"cuda": torch.bfloat16, "cpu": "float32"}``: the ``cast_inputs`` of
     ``torch.library.register_autocast``). Only tensors that are floating point, on the region's
     device type and not float64 are cast (differentiably: gradients come back in the input's
-    dtype). None (default): no rule, the op runs on its inputs as given. The op has it as
-    ``{device type: dtype or "lower_precision"}`` (see ``opreg_core._autocast``)."""
+    dtype). Not for ops that mutate their arguments (a cast input is a copy). None
+    (default): no rule, the op runs on its inputs as given. The op has it as ``{device type:
+    dtype or "lower_precision"}`` (see ``opreg_core._autocast`` and ``docs/autocast.md``)."""
 
 
 #: The options that must be callables (``IsCallable``), in declaration order, each with
@@ -187,6 +188,12 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
         sharding_rule(o["sharding"], qualname)  # refuse a bad rule before registering anything
     _check_derivatives(qualname, o, signature)
     autocast = resolve_autocast(qualname, o["autocast"])
+    if autocast is not None and signature.mutated:
+        raise ValueError(
+            f"opreg: {qualname}: autocast is not supported for ops that mutate their arguments "
+            "(a cast input is a copy, which would receive the write; ATen lists no in-place op "
+            "for autocast either)"
+        )
     del o["name"]  # resolved into qualname, namespace and opname
     # The normalised options; every other one is kept as given (once checked).
     o.update(
