@@ -40,6 +40,7 @@ EVOX = "custom_op + register_vmap (EvoX-style)"
 OPREG_NONDIFF = "opreg differentiable=False"
 OPREG_DEFAULT = "opreg default (no backward)"
 OPREG_BACKWARD = "opreg with backward"
+OPREG_AUTOCAST = "opreg with backward and an autocast rule"
 #: Contenders under vmap (see ``vmap_contenders``).
 PLAIN_VMAP = "plain fn (torch.vmap)"
 OPREG_VMAP = "opreg"
@@ -150,6 +151,14 @@ def build_ops(
     with_bw = register_vmap_op(
         _add, name=f"{namespace}::backward", backward=_backward, setup_context=_setup, **kwargs
     )
+    with_autocast = register_vmap_op(
+        _add,
+        name=f"{namespace}::autocast",
+        backward=_backward,
+        setup_context=_setup,
+        autocast="lower_precision",
+        **kwargs,
+    )
     globals().setdefault("_keep_alive", []).append(lib)
     return {
         PYTHON_FN: _add,
@@ -159,6 +168,7 @@ def build_ops(
         OPREG_NONDIFF: nondiff,
         OPREG_DEFAULT: default,
         OPREG_BACKWARD: with_bw,
+        OPREG_AUTOCAST: with_autocast,
     }
 
 
@@ -269,6 +279,20 @@ def main() -> None:
     x3 = torch.randn(4, 4, 4, 8)
 
     eager = median_us({k: partial(f, x, y) for k, f in ops.items()}, args.number, args.rounds)
+    # An op with an autocast rule: the direct call asks whether any region is active (one C
+    # call, ~0.1 us) where an op without one asks nothing; the dispatcher path costs nothing.
+    # In a bf16 region: the rule's two casts and its dispatcher round trip, against the op
+    # without a rule given inputs already in bf16.
+    xh, yh = x.to(torch.bfloat16), y.to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        in_region = median_us(
+            {
+                OPREG_AUTOCAST: partial(ops[OPREG_AUTOCAST], x, y),
+                OPREG_BACKWARD: partial(ops[OPREG_BACKWARD], xh, yh),
+            },
+            args.number,
+            args.rounds,
+        )
     vm = {k: nested_vmap(f, 1) for k, f in vmap_contenders(ops).items()}
     vmapped = median_us(
         {k: partial(f, xb, yb) for k, f in vm.items()},
@@ -303,6 +327,18 @@ def main() -> None:
             "<= 0.60",
         ),
         ("eager, with backward vs custom_op", eager[OPREG_BACKWARD], eager[CUSTOM], "<= 0.60"),
+        (
+            "eager, autocast rule vs none (no region active)",
+            eager[OPREG_AUTOCAST],
+            eager[OPREG_BACKWARD],
+            "<= 1.05",
+        ),
+        (
+            "  in a bf16 region: rule on fp32 vs none on bf16",
+            in_region[OPREG_AUTOCAST],
+            in_region[OPREG_BACKWARD],
+            "-",
+        ),
         ("eager, with backward vs bare Library op", eager[OPREG_BACKWARD], eager[BARE], "-"),
         ("eager, with backward vs python fn", eager[OPREG_BACKWARD], eager[PYTHON_FN], "-"),
         ("eager, default vs EvoX-style op", eager[OPREG_DEFAULT], eager[EVOX], "-"),
@@ -344,6 +380,7 @@ def main() -> None:
         }
         results = {
             "eager_us": eager,
+            "bf16_region_us": in_region,
             "vmap_batch64_us": vmapped,
             "triple_vmap_us": nested,
             "ratios": [

@@ -120,9 +120,9 @@ def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _register_all(ns: str, *, extras: bool = True) -> list[opreg_core.VmapOp[Any, Any]]:
-    """A plain op (with a sharding rule and a vmap rule), a Triton op and a compiler-visible
-    Triton op, all in ``ns``; ``extras=False`` registers the names again without the sharding
-    rule and the compiler-visible mode."""
+    """A plain op (with a sharding rule, an autocast rule and a vmap rule), a Triton op and a
+    compiler-visible Triton op, all in ``ns``; ``extras=False`` registers the names again
+    without the sharding rule, the autocast rule and the compiler-visible mode."""
     plain = register_vmap_op(
         _add,
         name=f"{ns}::plain",
@@ -130,6 +130,7 @@ def _register_all(ns: str, *, extras: bool = True) -> list[opreg_core.VmapOp[Any
         vmap_fn=_add,
         fake_vmap_fn=lambda x, y: torch.empty_like(x),
         sharding="elementwise" if extras else None,
+        autocast="lower_precision" if extras else None,
     )
     triton = register_triton_op(
         _add,

@@ -19,6 +19,9 @@
 # direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
 #         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
 # userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
+# autocast the autocast tests (tests/core/test_autocast.py, tests/kernels/test_autocast_triton.py:
+#         bf16 and fp16 against ATen's CUDA lists, the Triton launcher, CUDA graphs), then
+#         benchmarks/gpu/bench_autocast.py (what the rule costs and saves, graphs included)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
 #
@@ -51,7 +54,9 @@ for name in "${steps[@]}"; do
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training)"; status=1 ;;
+    autocast) step tests_autocast 300 bash -c "'$py' -m pytest tests/core/test_autocast.py \
+      tests/kernels/test_autocast_triton.py ${pytest_args[*]} -q && '$py' benchmarks/gpu/bench_autocast.py" ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training, autocast)"; status=1 ;;
   esac
 done
 

@@ -87,6 +87,7 @@ def test_options_typed_dict_lists_every_keyword() -> None:
         "differentiable",
         "sample_inputs",
         "sharding",
+        "autocast",
     }
 
 

@@ -45,10 +45,15 @@ def _cases() -> None:
     decorator = register_vmap_op(fake_fn=_fake, vmap_out_dims=(0,), mutates_args=())
     op = decorator(_f)
     op = _register_extended(_f, fake_fn=_fake, extra_fn=None, sharding="elementwise")
+    op = register_vmap_op(_f, fake_fn=_fake, autocast="lower_precision")
+    op = register_vmap_op(_f, fake_fn=_fake, autocast={"cuda": torch.bfloat16, "cpu": "float32"})
 
     register_vmap_op(_f, fake_fn=_fake, differentiable="yes")  # type: ignore[call-overload]
     register_vmap_op(_f, fake_fn=_fake, max_vmap_level="2")  # type: ignore[call-overload]
     register_vmap_op(_f, fake_fn=_fake, sharding="diagonal")  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fn=_fake, autocast="bf16")  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fn=_fake, autocast=torch.bfloat16)  # type: ignore[call-overload]
+    register_vmap_op(_f, fake_fn=_fake, autocast={"cpu": "fp16"})  # type: ignore[dict-item]
     register_vmap_op(_f, fake_fnn=_fake)  # type: ignore[call-overload]
     register_vmap_op(fake_fn=_fake, name=3)  # type: ignore[call-overload]
     _register_extended(_f, fake_fn=_fake, extra_fn=3)  # type: ignore[arg-type]
@@ -64,5 +69,7 @@ def _triton_cases() -> None:
     op = register_triton_op(triton_fn="pkg.mod:launch", triton_device_types=("cuda",))(_f)
     register_triton_op(_f, fake_fn=_fake, triton_fn=3)  # type: ignore[call-overload]
     register_triton_op(_f, fake_fn=_fake, compiler_visible="yes")  # type: ignore[call-overload]
+    op = register_triton_op(_f, fake_fn=_fake, triton_fn=_f, autocast="float32")
+    register_triton_op(_f, fake_fn=_fake, triton_fn=_f, autocast=1)  # type: ignore[call-overload]
     register_triton_op(_f, fake_fn=_fake, triton_fnn=_f)  # type: ignore[call-overload]
     assert_type(op(torch.ones(2), 3), torch.Tensor)

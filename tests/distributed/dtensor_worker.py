@@ -84,6 +84,13 @@ replicated_row_sum = register_vmap_op(
 )
 register_sharding_rule(replicated_row_sum, "replicate")
 no_rule = register_vmap_op(_mul_add, fake_fn=_like, name="dist_test::no_rule")
+autocast_mul_add = register_vmap_op(
+    _mul_add,
+    fake_fn=_like,
+    name="dist_test::autocast_mul_add",
+    sharding="elementwise",
+    autocast="lower_precision",
+)
 
 DTENSOR_IMPORTED_BY_RULES = "torch.distributed.tensor" in sys.modules
 
@@ -192,6 +199,19 @@ def check_no_rule_fails() -> None:
         assert "does not have a sharding strategy registered" in str(exc), str(exc)
     else:
         raise AssertionError("an op without a sharding rule ran on DTensors")
+
+
+def check_autocast() -> None:
+    """Under autocast an op with a rule casts its DTensor arguments (a DTensor ``.to``, each
+    shard cast), as an ATen op of the same policy (``mm``) does on DTensors."""
+    xf, yf = X.float(), Y.float()
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        out = autocast_mul_add(dt(xf, Shard(0)), dt(yf, Shard(0)))
+        aten = torch.mm(dt(xf, Shard(0)), dt(yf.T.contiguous(), Replicate()))
+    assert out.dtype == aten.dtype == torch.bfloat16, (out.dtype, aten.dtype)
+    assert out._local_tensor.dtype == torch.bfloat16
+    check(out, _mul_add(xf.to(torch.bfloat16), yf.to(torch.bfloat16)), Shard(0))
+    assert autocast_mul_add(dt(xf, Shard(0)), dt(yf, Shard(0))).dtype == torch.float32
 
 
 def check_reregistration() -> None:

@@ -38,6 +38,7 @@ CHECKS = [
     "reregistration",
     "shipped_philox",
     "compiled",
+    "autocast",
 ]
 
 

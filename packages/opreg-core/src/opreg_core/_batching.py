@@ -25,7 +25,8 @@ Two short paths, same results with fewer Python kernel crossings (each measured 
   every level batching some argument: only a vmap level batches tensors) and nothing
   below them needs the dispatcher (no input needs a gradient; no forward-mode AD, inference
   mode, dispatch or function mode, tensor subclass, meta tensor, jit tracing or
-  ``register_kernel`` kernel; one ``vmap_fn`` for every device; nothing mutated; one output,
+  ``register_kernel`` kernel, autocast region for an op with an autocast rule; one
+  ``vmap_fn`` for every device; nothing mutated; one output,
   default input wrapping, no ``max_vmap_level``), the op's rule unwraps every level at once
   and calls ``vmap_fn`` itself, once, on the folded batch, with the levels popped and the
   dispatch state that functorch gives an operation below them (``_fold_levels``).
@@ -58,6 +59,7 @@ import torch
 
 from ._private import (
     VmapLevelKeys,
+    any_autocast_enabled,
     call_below_vmap_levels,
     call_one_level_down,
     current_vmap_level,
@@ -287,6 +289,7 @@ class BatchingRules:
         level_keys: VmapLevelKeys | None = None,
         nograd_op: Callable[..., Any] | None = None,
         derived_autograd: bool = False,
+        autocast: bool = False,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -311,6 +314,9 @@ class BatchingRules:
         #: The batched op has a derived autograd kernel: where it may record, the expanded
         #: unbatched arguments are marked for it (``_mark_unbatched``).
         self.derived_autograd = derived_autograd
+        #: The op has an autocast rule: in an autocast region the fold (a call of ``vmap_fn``
+        #: without the dispatcher) is not taken, so that the batched op's rule casts.
+        self.autocast = autocast
 
     # -- short paths ---------------------------------------------------------------------------
     def _nothing_else_in_play(self) -> bool:
@@ -482,6 +488,8 @@ class BatchingRules:
         folds them) with the levels popped, and wrap the output back into every level. None
         where it does not apply (the caller dispatches)."""
         if not short_path_enabled or not self._nothing_else_in_play():
+            return None
+        if self.autocast and any_autocast_enabled():
             return None
         # functorch numbers its levels 1, 2, ... up the stack, this one on top. Every level
         # must be a vmap level: checked below without asking each interpreter, as a tensor

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ._autocast import make_autocast_kernel
 from ._autograd import (
     DirectRecord,
     derive_batched_backward,
@@ -38,9 +39,15 @@ def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
     if spec.signature.mutated:
         add_mutation_kernels(spec, reg, targets)
     record = add_autograd_kernels(spec, reg, targets)
+    operators = [(name, entry_point(overload)) for name, overload in targets]
+    if rules is not None and rules.nograd_op is not None:
+        operators.append((spec.opname + NOGRAD_SUFFIX, rules.nograd_op))
+    add_autocast_kernels(spec, reg, operators)
     everywhere = fallbacks.get("cpu") if spec.device_types is None else None
     kernels = DeviceKernels(fallbacks, everywhere)
-    call = direct_call(entry_point(main), spec.signature, kernels, record)
+    call = direct_call(
+        entry_point(main), spec.signature, kernels, record, autocast=spec.autocast is not None
+    )
     return make_op(spec, reg, main, batched, rules, kernels, call)
 
 
@@ -99,6 +106,7 @@ def add_batching(
         level_keys=vmap_level_keys() if direct is not None else None,
         nograd_op=add_nograd_twin(spec, reg, kernels),
         derived_autograd=spec.differentiable,
+        autocast=spec.autocast is not None,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
@@ -122,6 +130,20 @@ def add_nograd_twin(spec: OpSpec, reg: Registrar, kernels: dict[str, Any]) -> An
     reg.fake(name, fake, "fake_vmap_fn")
     reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "no autograd (nothing needs it)")
     return entry_point(twin)
+
+
+def add_autocast_kernels(
+    spec: OpSpec, reg: Registrar, operators: list[tuple[str, Callable[..., Any]]]
+) -> None:
+    """The ``autocast`` rule (``_autocast``): for each device type it names, a kernel on its
+    autocast key of each operator (the op, its batched op and its twin: vmap calls those below
+    its levels, where autocast then applies). ``operators``: (name, entry point) pairs."""
+    if spec.autocast is None:
+        return
+    for device_type, target in spec.autocast.items():
+        for name, entry in operators:
+            key, kernel = make_autocast_kernel(entry, device_type, target)
+            reg.impl(name, kernel, key, f"autocast rule ({device_type})")
 
 
 def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]) -> None:

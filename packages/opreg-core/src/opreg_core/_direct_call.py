@@ -13,7 +13,8 @@ Python frame, with the same Function and the same kernels (the first-call aliasi
 included). Every other call goes through the dispatcher as before: ``torch.compile`` and
 ``torch.export`` (which see the operator, never this frame), FakeTensor and every other
 ``TorchDispatchMode`` or ``TorchFunctionMode``, ``torch.func`` transforms, forward-mode AD,
-``torch.jit.trace``, the profiler (which records the operator), tensor subclasses (DTensor,
+``torch.jit.trace``, the profiler (which records the operator), an autocast region for an op
+with an autocast rule (its cast is a dispatcher kernel), tensor subclasses (DTensor,
 functional and batched tensors), conjugate or negative views, sparse, nested, meta and
 inference tensors, other device types, keyword arguments, a scalar of another type than
 declared (the dispatcher converts it), and autograd turned off below the op by an outer
@@ -34,6 +35,7 @@ import torch
 from ._autograd import DirectRecord
 from ._kernels import DeviceKernels
 from ._private import (
+    any_autocast_enabled,
     any_requires_grad,
     autograd_excluded,
     dispatch_keys_raw,
@@ -101,6 +103,8 @@ def direct_call(
     signature: Signature,
     kernels: DeviceKernels,
     record: DirectRecord | None,
+    *,
+    autocast: bool = False,
 ) -> Callable[..., Any] | None:
     """The op's ``__call__`` (see the module docstring), or None where the plan does not
     cover its signature.
@@ -108,7 +112,9 @@ def direct_call(
     ``entry``: the dispatcher's C++ entry point of the op. ``kernels``: the kernel the
     dispatcher runs for a plain tensor of each device type (kept up to date by the op).
     ``record``: the op's Functions for the direct call (None for an op declared
-    non-differentiable, whose kernel runs itself below autograd).
+    non-differentiable, whose kernel runs itself below autograd). ``autocast``: the op has an
+    autocast rule, so its calls go to the dispatcher (which casts) while any autocast region
+    is active; an op without one is unaffected by autocast, as the dispatcher would leave it.
 
     While one kernel (the fallback) serves every device type, a tensor needs only be a plain
     ``torch.Tensor`` (or ``Parameter``) that is not on the meta device (where the fake serves):
@@ -153,6 +159,7 @@ def direct_call(
             or forward_ad_level_open()
             or profiler_enabled()
             or jit_tracing()
+            or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
         needs_grad = False

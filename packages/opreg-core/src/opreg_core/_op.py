@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
+
+import torch
 
 from ._batching import VmapStats
 from ._kernels import DeviceKernels, KernelHandle, add_kernel
@@ -55,6 +57,8 @@ class VmapOp(OpOverload[P, R]):
     jvp: Callable[..., Any] | None  #: the forward-mode rule, or None
     differentiable: bool
     sample_inputs: SampleInputs | None
+    #: The autocast rule, ``{device type: dtype or "lower_precision"}``, or None.
+    autocast: Mapping[str, torch.dtype | str] | None
     sharding: Any  #: the resolved ``ShardingRule`` or None (see ``register_sharding_rule``)
     module: str  #: ``fn.__module__``: where the op was defined (the registry groups by it)
     registrations: tuple[Registration, ...]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict
 
+from ._autocast import AutocastRule, resolve_autocast
 from ._declaration import Default, option_metadata, option_values
 from ._devices import dispatch_key_for
 from ._naming import default_name, split_name
@@ -95,6 +96,17 @@ class VmapOpOptions(TypedDict, total=False):
     ``"replicate"``, a ``ShardingRule`` or a ``register_sharding``-style function (see
     ``opreg_core.register_sharding_rule``). None: no rule (DTensor refuses the op). The op has
     the resolved ``ShardingRule`` (or None)."""
+    autocast: AutocastRule | None
+    """How the op casts its inputs in an autocast region (``torch.autocast``), as ATen ops
+    do: ``"lower_precision"`` casts them to the region's dtype (ATen's ``lower_precision_fp``:
+    matmul, conv), ``"float32"`` to float32 (ATen's ``fp32``: softmax, norms, losses), on every
+    device type with autocast; a mapping gives each device type its own, a policy or a
+    floating dtype (``{"cuda": torch.bfloat16, "cpu": "float32"}``: the ``cast_inputs`` of
+    ``torch.library.register_autocast``). Only tensors that are floating point, on the region's
+    device type and not float64 are cast (differentiably: gradients come back in the input's
+    dtype). Not for ops that mutate their arguments (a cast input is a copy). None
+    (default): no rule, the op runs on its inputs as given. The op has it as ``{device type:
+    dtype or "lower_precision"}`` (see ``opreg_core._autocast`` and ``docs/autocast.md``)."""
 
 
 #: The options that must be callables (``IsCallable``), in declaration order, each with
@@ -175,6 +187,13 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
     if o["sharding"] is not None:
         sharding_rule(o["sharding"], qualname)  # refuse a bad rule before registering anything
     _check_derivatives(qualname, o, signature)
+    autocast = resolve_autocast(qualname, o["autocast"])
+    if autocast is not None and signature.mutated:
+        raise ValueError(
+            f"opreg: {qualname}: autocast is not supported for ops that mutate their arguments "
+            "(a cast input is a copy, which would receive the write; ATen lists no in-place op "
+            "for autocast either)"
+        )
     del o["name"]  # resolved into qualname, namespace and opname
     # The normalised options; every other one is kept as given (once checked).
     o.update(
@@ -182,6 +201,7 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
         mutates_args=mutated,
         device_types=device_types,
         schema=signature.schema,
+        autocast=autocast,
     )
     return OpSpec(
         fn=fn,

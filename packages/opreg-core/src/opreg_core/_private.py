@@ -63,8 +63,11 @@ __all__ = [
     "SingleLevelFunction",
     "VmapLevelKeys",
     "add_batch_dim",
+    "any_autocast_enabled",
     "any_requires_grad",
     "apply_function",
+    "autocast_capable_device_types",
+    "autocast_dispatch_key",
     "autograd_excluded",
     "below_autograd",
     "call_below_vmap_levels",
@@ -78,6 +81,7 @@ __all__ = [
     "dynamic_layer_depth",
     "enable_single_level_autograd_function",
     "entry_point",
+    "excluding_dispatch_key",
     "forget_sharding_strategies",
     "forward_ad_level_open",
     "forward_mode_ad_active",
@@ -160,6 +164,9 @@ INTERNALS: tuple[str, ...] = (
     "torch.utils._pytree.tree_map_only",
     "torch.distributed.tensor.DTensor._op_dispatcher",
     "torch.distributed.tensor.debug._clear_sharding_prop_cache",
+    "torch._C._is_any_autocast_enabled",
+    "torch._C._ExcludeDispatchKeyGuard",
+    "torch._C._get_privateuse1_backend_name",
 )
 
 _OP = TypeVar("_OP", bound=OpOverload[Any, Any])
@@ -252,6 +259,42 @@ def _impl_allows_override() -> bool:
 
 
 _IMPL_ALLOWS_OVERRIDE = _impl_allows_override()
+
+
+# -- Autocast -----------------------------------------------------------------------------------
+# Why: an op's ``autocast`` rule is a kernel on the device type's ``Autocast<Backend>`` key that
+# casts the inputs and calls the op again with that one key excluded, as ATen's autocast
+# wrappers (``ExcludeDispatchKeyGuard``) and ``torch.library.register_autocast`` do; the key
+# exists only for some device types; and the direct call must send a call of such an op to the
+# dispatcher while any autocast region is active (one C call, no Python frame).
+# Public replacement: ``torch.library.register_autocast`` with the autocast dtype as its cast
+# target (it takes a fixed dtype per device type), a public "is any autocast enabled" query.
+
+#: Whether an autocast region is enabled for some device type.
+any_autocast_enabled: Callable[[], bool] = torch._C._is_any_autocast_enabled
+
+
+def autocast_dispatch_key(device_type: str) -> str | None:
+    """The autocast dispatch key of a device type (``"cpu"`` -> ``"AutocastCPU"``), or None
+    where this torch build has none for it."""
+    try:
+        key = "Autocast" + str(torch._C._dispatch_key_for_device(device_type))
+    except RuntimeError:
+        return None
+    return key if key in torch._C.DispatchKey.__members__ else None
+
+
+def autocast_capable_device_types() -> tuple[str, ...]:
+    """The device types that have an autocast dispatch key in this torch build."""
+    names = ("cpu", "cuda", "xpu", "mps", "hpu", "ipu", torch._C._get_privateuse1_backend_name())
+    return tuple(name for name in names if autocast_dispatch_key(name) is not None)
+
+
+def excluding_dispatch_key(key: str) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """A maker of guards under which the dispatcher skips ``key`` (an autocast key: no second
+    cast); the key set is built once, here."""
+    keys = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+    return functools.partial(torch._C._ExcludeDispatchKeyGuard, keys)
 
 
 # -- vmap ----------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ mismatch, and returns a :class:`CheckResult` otherwise):
 - :func:`check_autograd`: gradcheck and gradgradcheck in float64 (``gradgrad=False`` skips the
   second order), ``grad(vmap)`` and ``vmap(grad)``;
 - :func:`check_kernel`: a registered kernel (e.g. Triton) against the fallback;
-- :func:`check_opcheck`: ``torch.library.opcheck``.
+- :func:`check_opcheck`: ``torch.library.opcheck``;
+- :func:`check_autocast`: an op with an ``autocast`` rule under ``torch.autocast``: output,
+  fake and gradients those of the fallback on the inputs cast as the rule says.
 
 The entries of a vmap batch differ from the sample in value, not only in order (or are the
 op's own samples of the same shapes: ``batch_entries``). The fake, vmap and kernel checks also
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from .checks import (
         ALL_CHECKS,
         OPCHECK_UTILS,
+        check_autocast,
         check_autograd,
         check_compile,
         check_fake,
@@ -95,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "SampleInput": "opreg_core",
     "ALL_CHECKS": ".checks",
     "OPCHECK_UTILS": ".checks",
+    "check_autocast": ".checks",
     "check_autograd": ".checks",
     "check_compile": ".checks",
     "check_fake": ".checks",
@@ -153,6 +157,7 @@ __all__ = [
     "TritonUnavailable",
     "__version__",
     "available_devices",
+    "check_autocast",
     "check_autograd",
     "check_compile",
     "check_fake",

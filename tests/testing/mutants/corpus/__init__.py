@@ -7,6 +7,7 @@ Loaded by ``tests/testing/mutants/conftest.py`` as the package ``opreg_mutation_
 from __future__ import annotations
 
 from . import (
+    autocast_mutants,
     autograd_mutants,
     compile_mutants,
     correct_ops,
@@ -26,7 +27,12 @@ MUTANTS: list[Mutant] = [
     *kernel_mutants.MUTANTS,
     *opcheck_mutants.MUTANTS,
     *inplace_backward.MUTANTS,
+    *autocast_mutants.MUTANTS,
 ]
-CORRECT: list[CorrectOp] = [*correct_ops.CORRECT, *inplace_backward.CORRECT]
+CORRECT: list[CorrectOp] = [
+    *correct_ops.CORRECT,
+    *inplace_backward.CORRECT,
+    *autocast_mutants.CORRECT,
+]
 
 __all__ = ["CORRECT", "MUTANTS", "CorrectOp", "Mutant"]

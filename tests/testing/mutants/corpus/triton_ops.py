@@ -343,12 +343,15 @@ def _rms_norm_op(
     coupling: bool = True,
     dw_scale: float = 1.0,
     torch_backward: Callable[..., Any] | None = None,
+    launch: Callable[..., Tensor] | None = None,
+    autocast: Any = None,
 ) -> VmapOp[Any, Any]:
     """RMSNorm as two Triton ops (forward, and a backward op registered without a backward,
     called by the forward's backward), both with right PyTorch fallbacks. ``f32``: the kernels
     compute in float32 (else in the input dtype); ``coupling``/``dw_scale``: the backward
     kernel keeps the rstd-coupling term of dx and scales dw; ``torch_backward``: a PyTorch
-    backward instead of the backward op."""
+    backward instead of the backward op; ``launch``: another forward launcher;
+    ``autocast``: the op's autocast rule."""
 
     def launch_backward(g: Tensor, x: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
         return launch_rms_norm_backward(g, x, w, eps, f32, coupling, dw_scale)
@@ -375,11 +378,12 @@ def _rms_norm_op(
         name=ns.qualname(name),
         schema="(Tensor x, Tensor w, float eps) -> Tensor",
         fake_fn=_rms_fake,
-        triton_fn=lambda x, w, eps: launch_rms_norm(x, w, eps, f32),
+        triton_fn=launch or (lambda x, w, eps: launch_rms_norm(x, w, eps, f32)),
         triton_device_types="cpu",
         setup_context=_rms_setup,
         backward=backward,
         sample_inputs=rms_samples,
+        autocast=autocast,
     )
 
 
@@ -390,6 +394,12 @@ MUTANT_BUILDERS.update(
         ),
         "triton_backward_halves_dw": lambda ns: _rms_norm_op(
             ns, "triton_backward_halves_dw", dw_scale=0.5
+        ),
+        "triton_autocast_output_float32": lambda ns: _rms_norm_op(
+            ns,
+            "triton_autocast_output_float32",
+            launch=lambda x, w, eps: launch_rms_norm(x.float(), w.float(), eps),
+            autocast="lower_precision",
         ),
         "triton_float32_forward_wrong_torch_backward": lambda ns: _rms_norm_op(
             ns,
@@ -404,6 +414,9 @@ MUTANT_BUILDERS.update(
 CORRECT_BUILDERS.update(
     {
         "triton_rmsnorm_float32": lambda ns: _rms_norm_op(ns, "triton_rmsnorm_float32"),
+        "triton_rmsnorm_autocast": lambda ns: _rms_norm_op(
+            ns, "triton_rmsnorm_autocast", autocast="lower_precision"
+        ),
         "triton_rmsnorm_input_dtype": lambda ns: _rms_norm_op(
             ns, "triton_rmsnorm_input_dtype", f32=False
         ),

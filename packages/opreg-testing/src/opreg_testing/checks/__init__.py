@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ._harness import Check, CheckContext
+from .autocast import AUTOCAST, AutocastOptions, check_autocast
 from .autograd import AUTOGRAD, AutogradOptions, check_autograd
 from .compile import COMPILE, CompileOptions, check_compile
 from .fake import FAKE, FakeOptions, check_fake
@@ -16,7 +17,7 @@ from .vmap import VMAP, VmapOptions, check_vmap
 
 #: Every check by name, in the order ``check_op`` runs them: its body and its options.
 CHECKS: Mapping[str, Check[Any]] = MappingProxyType(
-    {check.name: check for check in (FAKE, VMAP, COMPILE, AUTOGRAD, KERNEL, OPCHECK)}
+    {check.name: check for check in (FAKE, VMAP, COMPILE, AUTOGRAD, KERNEL, OPCHECK, AUTOCAST)}
 )
 
 #: The names of all checks, in run order.
@@ -26,6 +27,7 @@ __all__ = [
     "ALL_CHECKS",
     "CHECKS",
     "OPCHECK_UTILS",
+    "AutocastOptions",
     "AutogradOptions",
     "Check",
     "CheckContext",
@@ -34,6 +36,7 @@ __all__ = [
     "KernelOptions",
     "OpcheckOptions",
     "VmapOptions",
+    "check_autocast",
     "check_autograd",
     "check_compile",
     "check_fake",
