@@ -477,22 +477,96 @@ def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
     op = register_vmap_op(lists, name=f"{ns}::lists",
                           fake_fn=lambda xs: torch.empty_like(xs[0]))  # fmt: skip
     assert type(op).__dict__["__call__"] is op.overload._op
-    for kind in ("mutated", "kwonly"):
-        if kind == "mutated":
+    m = register_vmap_op(
+        lambda x, *, k: x * k,
+        schema="(Tensor x, *, float k) -> Tensor",
+        name=f"{ns}::kw",
+        fake_fn=lambda x, *, k: torch.empty_like(x),
+    )
+    assert type(m).__dict__["__call__"] is m.overload._op
+    optional = register_vmap_op(
+        lambda x, y: None, schema="(Tensor x, Tensor(a!)? y) -> ()", name=f"{ns}::opt_written",
+        mutates_args=("y",), fake_fn=lambda x, y: None,
+    )  # fmt: skip
+    assert type(optional).__dict__["__call__"] is optional.overload._op
 
-            def fill(x: torch.Tensor) -> None:
-                x.add_(1)
 
-            m = register_vmap_op(fill, name=f"{ns}::fill", mutates_args=("x",),
-                                 fake_fn=lambda x: None)  # fmt: skip
+# -- mutating ops ------------------------------------------------------------------------------
+
+
+def _add_into(out: torch.Tensor, x: torch.Tensor, alpha: float) -> None:
+    out.add_(x, alpha=alpha)
+
+
+@pytest.fixture(params=["fallback", "cpu_kernel", "non_differentiable"])
+def add_into(request: pytest.FixtureRequest, ns: str) -> Any:
+    op = register_vmap_op(_add_into, name=f"{ns}::add_into", mutates_args=("out",),
+                          fake_fn=lambda out, x, alpha: None,
+                          differentiable=request.param != "non_differentiable")  # fmt: skip
+    if request.param == "cpu_kernel":
+        op.register_kernel("cpu", _add_into)
+    return op
+
+
+def _versions(*tensors: torch.Tensor) -> list[int]:
+    return [t._version for t in tensors]
+
+
+def test_a_mutating_op_takes_the_direct_route_and_bumps_as_the_dispatcher(
+    route: Any, add_into: Any
+) -> None:
+    """An unrecorded call writes, and bumps the written tensor's version (not the others'),
+    exactly as the call through ``torch.ops`` does; a tensor saved for a backward and then
+    written is caught by autograd."""
+    out, x = torch.zeros(3), torch.ones(3)
+    results = []
+    for call in ("direct", "ops"):
+        before = _versions(out, x)
+        if call == "direct":
+            taken, value = route(add_into, out, x, 2.0)
+            assert taken == DIRECT
         else:
-            m = register_vmap_op(
-                lambda x, *, k: x * k,
-                schema="(Tensor x, *, float k) -> Tensor",
-                name=f"{ns}::kw",
-                fake_fn=lambda x, *, k: torch.empty_like(x),
-            )
-        assert type(m).__dict__["__call__"] is m.overload._op, kind
+            value = add_into.overload(out, x, 2.0)
+        assert value is None
+        results.append([a - b for a, b in zip(_versions(out, x), before, strict=True)])
+    assert results == [[1, 0], [1, 0]]
+    torch.testing.assert_close(out, torch.full((3,), 4.0))
+    a = torch.ones(3, requires_grad=True)
+    saved = a * 1.0  # not a leaf; its square saves it
+    y = saved * saved
+    with torch.no_grad():
+        assert route(add_into, saved, x, 1.0)[0] == DIRECT
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_a_write_autograd_would_record_goes_to_the_dispatcher(route: Any, add_into: Any) -> None:
+    out = torch.zeros(3, requires_grad=True).clone()
+    x = torch.ones(3)
+    assert route(add_into, out, x, 1.0)[0] == DISPATCHER
+    with torch.no_grad():
+        assert route(add_into, out, x, 1.0)[0] == DIRECT
+
+
+def test_inference_tensors_and_below_a_version_bump_go_to_the_dispatcher(
+    route: Any, add_into: Any
+) -> None:
+    from opreg_core._private import AutoDispatchBelowADInplaceOrView
+
+    with torch.inference_mode():
+        frozen = torch.zeros(3)
+    assert route(add_into, frozen, torch.ones(3), 1.0)[0] == DISPATCHER
+    torch.testing.assert_close(frozen, torch.ones(3))
+    out, x = torch.zeros(3), torch.ones(3)
+    with torch.inference_mode():  # a normal tensor written in inference mode is bumped
+        before = out._version
+        assert route(add_into, out, x, 1.0)[0] == DIRECT
+        assert out._version == before + 1
+        # (an inference tensor among the inputs: the dispatcher's, with a device kernel)
+    with AutoDispatchBelowADInplaceOrView():
+        before = out._version
+        assert route(add_into, out, torch.ones(3), 1.0)[0] == DISPATCHER
+        assert out._version == before  # the dispatcher bumps nothing there
 
 
 @pytest.mark.parametrize("device_kernel", [False, True], ids=["fallback", "cpu_kernel"])
@@ -510,3 +584,25 @@ def test_none_for_a_required_tensor_gets_the_dispatchers_error(
         scale(None, w, alpha, flag)
     assert count == [1]
     assert str(direct.value) == str(through_ops.value)
+
+
+def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns: str) -> None:
+    """A mutating op with a device kernel whose first call is made in inference mode learns a
+    normal tensor's key set as plain (not an inference tensor's): later calls still take the
+    direct route."""
+    from opreg_core import _direct_call
+
+    op = register_vmap_op(_add_into, name=f"{ns}::learnt", mutates_args=("out",),
+                          fake_fn=lambda out, x, alpha: None)  # fmt: skip
+    op.register_kernel("cpu", _add_into)
+    saved = dict(_direct_call._PLAIN_KEYS)
+    _direct_call._PLAIN_KEYS.clear()
+    try:
+        out, x = torch.zeros(3), torch.ones(3)
+        with torch.inference_mode():
+            assert route(op, out, x, 1.0)[0] == DIRECT
+        assert route(op, out, x, 1.0)[0] == DIRECT
+        torch.testing.assert_close(out, torch.full((3,), 2.0))
+    finally:
+        _direct_call._PLAIN_KEYS.clear()
+        _direct_call._PLAIN_KEYS.update(saved)

@@ -20,20 +20,28 @@ inference tensors, other device types, keyword arguments, a scalar of another ty
 declared (the dispatcher converts it), and autograd turned off below the op by an outer
 kernel.
 
+A mutating op's call takes the direct route where autograd records nothing (grad mode off
+or no input requiring grad): it bumps the versions of the written tensors, as its
+``ADInplaceOrView`` kernel does, and runs the kernel (a Liger-style backward writes its
+gradients in place through such an op on every step). A call that autograd would record goes
+through the dispatcher, as do calls on inference tensors and calls below a version bump.
+
 An op whose signature the plan does not cover (list or keyword-only arguments, a mutated
-argument, list outputs, other argument types) keeps the dispatcher's C++ entry point as its
-call.
+``Tensor?``, list outputs, other argument types) keeps the dispatcher's C++ entry point as
+its call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+from torch.autograd.graph import increment_version
 
 from ._autograd import DirectRecord
 from ._kernels import DeviceKernels
+from ._private import AutoDispatchBelowADInplaceOrView as below_inplace_or_view
 from ._private import (
     any_autocast_enabled,
     any_requires_grad,
@@ -43,6 +51,7 @@ from ._private import (
     forward_ad_level_open,
     function_modes_active,
     functorch_transforms_active,
+    inplace_or_view_excluded,
     jit_tracing,
     profiler_enabled,
 )
@@ -63,21 +72,28 @@ def _plain_device_type(tensor: torch.Tensor, raw: int) -> str:
     device = tensor.device
     found = ""
     if device.type in DeviceKernels.DEVICE_TYPES:
-        fresh = torch.empty(0, device=device)
+        with torch.inference_mode(False):  # a normal tensor's keys, even in inference mode
+            fresh = torch.empty(0, device=device)
         if dispatch_keys_raw(fresh) == raw:
             found = device.type
     _PLAIN_KEYS[raw] = found
     return found
 
 
-def argument_plan(
-    signature: Signature,
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, type], ...]] | None:
-    """(tensor positions, optional-tensor positions, (position, exact scalar type) pairs) of
-    the positional arguments, or None where the direct route does not apply to the op."""
+class ArgumentPlan(NamedTuple):
+    """Where each kind of argument sits in a call, read once from the op's signature."""
+
+    tensors: tuple[int, ...]  #: positions of the ``Tensor`` arguments
+    optional: tuple[int, ...]  #: positions of the ``Tensor?`` arguments
+    scalars: tuple[tuple[int, type], ...]  #: (position, the exact Python type) of the scalars
+    mutated: tuple[int, ...]  #: positions of the mutated (``Tensor(a!)``) arguments
+
+
+def argument_plan(signature: Signature) -> ArgumentPlan | None:
+    """The plan of an op's positional arguments, or None where the direct route does not
+    apply to the op."""
     if (
         signature.kwarg_only
-        or signature.mutated
         or signature.returns_list
         or signature.list_args
         or len(signature.types) != len(signature.positional)
@@ -95,7 +111,10 @@ def argument_plan(
             return None
     if not tensors:
         return None  # no tensor to say which device kernel serves the call
-    return tuple(tensors), tuple(optional), tuple(scalars)
+    mutated = tuple(signature.positional.index(name) for name in signature.mutated)
+    if any(i not in tensors for i in mutated):
+        return None  # a mutated Tensor? (None or not): the dispatcher's
+    return ArgumentPlan(tuple(tensors), tuple(optional), tuple(scalars), mutated)
 
 
 def direct_call(
@@ -128,7 +147,7 @@ def direct_call(
     plan = argument_plan(signature)
     if plan is None:
         return None
-    tensors, optionals, scalars = plan
+    tensors, optionals, scalars, mutated = plan
     #: (position, may be None) of every tensor argument, the required ones first
     positions = (*((i, False) for i in tensors), *((i, True) for i in optionals))
     count = len(signature.types)
@@ -142,12 +161,15 @@ def direct_call(
 
     def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
         kernel = kernels.everywhere
-        if kernel is None and (
-            record is None or kwargs or not grad_enabled() or not any_requires_grad(*args)
+        if (
+            kernel is None
+            and not mutated
+            and (record is None or kwargs or not grad_enabled() or not any_requires_grad(*args))
         ):
             # Device kernels serve the op: checking each tensor's key set costs about what
             # the dispatcher's crossing into the kernel does, so only a call that autograd
-            # records (two crossings and the Function's setup saved) takes the direct route.
+            # records (two crossings and the Function's setup saved) takes the direct route,
+            # and a mutating op's call (two crossings: the version bump, then the kernel).
             return entry(*args, **kwargs)
         if (
             kwargs
@@ -191,7 +213,20 @@ def direct_call(
         for i, exact in scalars:
             if type(args[i]) is not exact:
                 return entry(*args)
-        if needs_grad and record is not None and grad_enabled():
+        if mutated:
+            if (needs_grad and grad_enabled()) or inplace_or_view_excluded():
+                # autograd's rules for writes to recorded tensors; or below a version bump
+                return entry(*args)
+            written = [args[i] for i in mutated]
+            for t in written:
+                if t.is_inference():  # has no version counter (the dispatcher bumps none)
+                    return entry(*args)
+            # What the op's ADInplaceOrView kernel does (``_mutation``): bump, then run the
+            # kernel below that key (its own in-place aten calls bump nothing more).
+            increment_version(written)
+            with below_inplace_or_view():
+                out = kernel(*args)
+        elif needs_grad and record is not None and grad_enabled():
             if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
                 return entry(*args)
             apply = applies.get(kernel)

@@ -88,6 +88,7 @@ __all__ = [
     "function_modes_active",
     "functorch_transforms_active",
     "grad_modes",
+    "inplace_or_view_excluded",
     "jit_tracing",
     "new_op_object",
     "operator_exists",
@@ -517,6 +518,11 @@ profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
 #: Python frame.)
 autograd_excluded: Callable[[], bool] = functools.partial(
     torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.AutogradFunctionality
+)
+#: Whether the ``ADInplaceOrView`` key is excluded from dispatch here (below a mutating op's
+#: version bump): the dispatcher would bump no version counter. (A partial: no Python frame.)
+inplace_or_view_excluded: Callable[[], bool] = functools.partial(
+    torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.ADInplaceOrView
 )
 
 
