@@ -21,6 +21,9 @@
 # userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
+# swiglu  benchmarks/bench_swiglu.py (a Liger-style SwiGLU with an in-place Triton backward,
+#         8192x4096 and 4x64 bf16: the opreg op against the hand-written Function, forward +
+#         backward), after tests/kernels/test_swiglu_inplace.py on CUDA
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
 # bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
@@ -51,7 +54,9 @@ for name in "${steps[@]}"; do
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training)"; status=1 ;;
+    swiglu) step tests_swiglu 240 "$py" -m pytest tests/kernels/test_swiglu_inplace.py "${pytest_args[@]}" -q
+      step bench_swiglu 240 "$py" benchmarks/bench_swiglu.py --device cuda --json "$OUT/swiglu.json" ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training, swiglu)"; status=1 ;;
   esac
 done
 
