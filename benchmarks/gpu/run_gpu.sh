@@ -18,7 +18,8 @@
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
 # direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
 #         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
-# userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
+# userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher, and
+#         against a hand-written autograd.Function: 1-tensor and 6-argument signatures)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
 # swiglu  benchmarks/bench_swiglu.py (a Liger-style SwiGLU with an in-place Triton backward,
@@ -49,7 +50,7 @@ for name in "${steps[@]}"; do
     direct) step tests_direct 240 "$py" -m pytest tests/core/test_direct_call.py \
       tests/kernels/test_direct_call_triton.py tests/kernels/test_compiler_visible.py \
       tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
-    userkernels) step bench_user_kernels 200 "$py" benchmarks/bench_user_kernels.py \
+    userkernels) step bench_user_kernels 400 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
