@@ -7,6 +7,8 @@ a CUDA machine compiled (``triton_device`` "cuda")."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +152,6 @@ def test_the_benchmark_check_passes(example: Any, triton_device: torch.device) -
     spec = importlib.util.spec_from_file_location("bench_swiglu", path)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
-    import sys
-
     sys.path.insert(0, str(path.parent))  # bench_swiglu imports bench_core from its folder
     try:
         spec.loader.exec_module(bench)
@@ -165,3 +165,18 @@ def test_the_benchmark_check_passes(example: Any, triton_device: torch.device) -
     for name in ("Function", "opreg"):
         ga, gb = steps[name](a, b, g)
         assert ga.data_ptr() == a.data_ptr() and gb.data_ptr() == b.data_ptr(), name
+
+
+def test_the_example_runs() -> None:
+    """examples/triton_swiglu.py as a script: on CUDA compiled, else under the interpreter (the
+    plugin set TRITON_INTERPRET=1 for this run, and the script inherits it)."""
+    pytest.importorskip("triton")
+    example = Path(__file__).resolve().parents[2] / "examples" / "triton_swiglu.py"
+    proc = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    device = "cpu" if interpreter_enabled() else "cuda"
+    for name in ("opreg op", "Function"):
+        for dtype in ("torch.float32", "torch.bfloat16"):
+            assert f"{name}, {dtype}: forward and backward equal PyTorch on {device}" in proc.stdout
