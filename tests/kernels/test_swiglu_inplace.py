@@ -9,27 +9,32 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from opreg_core import unregister
 from opreg_testing import check_op, interpreter_enabled
 
 pytestmark = pytest.mark.needs_triton
 
 
 @pytest.fixture(scope="module")
-def example() -> Any:
-    """The example module, imported once (it registers its two ops at import)."""
+def example() -> Iterator[Any]:
+    """The example module, imported once (it registers its two ops at import, unregistered
+    after this file's tests)."""
     pytest.importorskip("triton")
     path = Path(__file__).resolve().parents[2] / "examples" / "triton_swiglu.py"
     spec = importlib.util.spec_from_file_location("triton_swiglu_example", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    yield module
+    for op in (module.swiglu, module.swiglu_backward_):
+        unregister(op.qualname)
 
 
 def _reference_grads(
