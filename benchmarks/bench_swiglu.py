@@ -1,8 +1,8 @@
 """A training step of a Liger-style SwiGLU with an in-place Triton backward: the opreg op against
 the hand-written ``torch.autograd.Function`` around the same kernels (issue #24).
 
-    python benchmarks/bench_swiglu.py [--device cuda|cpu] [--reps 300] [--blocks 21]
-                                      [--steps 20] [--json PATH]
+    python benchmarks/bench_swiglu.py [--device cuda|cpu] [--reps 1000] [--blocks 41]
+                                      [--steps 50] [--json PATH]
 
 Both contenders come from examples/triton_swiglu.py: ``swiglu`` (``register_triton_op``, its
 backward calls the mutating op ``swiglu_backward_``) and ``SwiGLUFunction`` (the same two
@@ -21,6 +21,10 @@ is the limit). Two timings, each contender interleaved with the others, ratio
 - ``queued``: ``--steps`` steps back to back, then one synchronisation: a training loop's
   throughput, per step, median over ``--blocks`` blocks (``a`` and ``b`` are not restored
   between the steps of a block: they hold the last step's gradients, which changes no timing).
+
+Then, where the host time goes (4x64 bf16, ``bench_kernels.host_us_rounds``: calls queued,
+interleaved rounds): each launcher alone, the forward through the Function and through the op
+(inputs requiring grad, and not), and the in-place write through the mutating op.
 
 On CPU (no CUDA, or ``TRITON_INTERPRET=1``) the kernels run in Triton's interpreter and only
 the tiny shape is timed: that checks that the script runs, its figures mean nothing.
@@ -41,6 +45,7 @@ from typing import Any
 import torch
 
 from bench_core import write_json  # this folder's helpers (run as python benchmarks/...)
+from bench_kernels import host_us_rounds
 
 Row = dict[str, Any]
 TARGET = 1.05
@@ -157,6 +162,27 @@ def time_queued(
     return samples
 
 
+def host_parts(example: Any, device: str, calls: int, rounds: int) -> list[Row]:
+    """Host time per call of each piece of a step, 4x64 bf16 (module docstring)."""
+    a = torch.randn(4, 64, device=device, dtype=torch.bfloat16)
+    b, g = torch.randn_like(a), torch.randn_like(a)
+    ag, bg = a.clone().requires_grad_(), b.clone().requires_grad_()
+    parts: dict[str, Callable[[], Any]] = {
+        "forward launcher": lambda: example.swiglu_forward(a, b),
+        "Function forward, grad": lambda: example.SwiGLUFunction.apply(ag, bg),
+        "opreg forward, grad": lambda: example.swiglu(ag, bg),
+        "Function forward, no grad": lambda: example.SwiGLUFunction.apply(a, b),
+        "opreg forward, no grad": lambda: example.swiglu(a, b),
+        "in-place launcher": lambda: example.swiglu_backward_inplace(a, b, g),
+        "swiglu_backward_ op": lambda: example.swiglu_backward_(a, b, g),
+    }
+    samples = host_us_rounds(list(parts.values()), calls, rounds)
+    return [
+        {"part": name, "us": statistics.median(times)}
+        for name, times in zip(parts, samples, strict=True)
+    ]
+
+
 def _ratio(samples: dict[str, list[float]], name: str, reference: str) -> float:
     return statistics.median(x / y for x, y in zip(samples[name], samples[reference], strict=True))
 
@@ -164,9 +190,9 @@ def _ratio(samples: dict[str, list[float]], name: str, reference: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
-    parser.add_argument("--reps", type=int, default=300, help="synced steps per contender")
-    parser.add_argument("--blocks", type=int, default=21, help="queued blocks per contender")
-    parser.add_argument("--steps", type=int, default=20, help="queued steps per block")
+    parser.add_argument("--reps", type=int, default=1000, help="synced steps per contender")
+    parser.add_argument("--blocks", type=int, default=41, help="queued blocks per contender")
+    parser.add_argument("--steps", type=int, default=50, help="queued steps per block")
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
     args = parser.parse_args()
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
@@ -211,8 +237,18 @@ def main() -> None:
                  "ratio": ratio, "function_over_launchers": _ratio(samples, "Function",
                                                                     "launchers")}
             )  # fmt: skip
+    calls, rounds = (1000, 21) if device == "cuda" else (2, 2)
+    parts = host_parts(example, device, calls, rounds)
+    print(f"\nhost time per call, 4x64 bf16, {rounds} rounds of {calls} queued calls:\n")
+    print("| part | us |")
+    print("|---|---|")
+    for part in parts:
+        print(f"| {part['part']} | {part['us']:.1f} |")
     if args.json:
-        write_json(args.json, "bench_swiglu", {**vars(args), "device": device}, results)
+        write_json(
+            args.json, "bench_swiglu", {**vars(args), "device": device},
+            {"steps": results, "host_parts": parts},
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
