@@ -12,6 +12,10 @@ launchers without autograd: the floor. A step is ``out = fn(a, b)`` then
 ``b`` and returns them, so no gradient buffer is allocated (``a`` and ``b`` are leaves, and
 ``autograd.grad`` returns the gradients without accumulating them into ``.grad``).
 
+A diagnostic contender, ``opreg, launching backward`` (:func:`launching_op`; not the pattern:
+its backward bumps the version counters and calls the in-place launcher itself), splits
+opreg's cost between the call of the mutating op and the rest.
+
 Shapes: 8192x4096 bf16 (the GPU is the limit: ~0.3 GB moved per step) and 4x64 bf16 (the host
 is the limit). Two timings, each contender interleaved with the others, ratio
 ``opreg / Function`` as the median of the per-round ratios (issue #24's target: <= 1.05):
@@ -46,9 +50,12 @@ import torch
 
 from bench_core import write_json  # this folder's helpers (run as python benchmarks/...)
 from bench_kernels import host_us_rounds
+from opreg_kernels import register_triton_op, triton_kernel_info
 
 Row = dict[str, Any]
 TARGET = 1.05
+#: The diagnostic contender's name (:func:`launching_op`).
+DIAGNOSTIC = "opreg, launching backward"
 
 
 def load_example() -> Any:
@@ -61,8 +68,34 @@ def load_example() -> Any:
     return module
 
 
-def contenders(example: Any) -> dict[str, Callable[..., Any]]:
-    """One training step per contender: forward, then the gradients of a and b."""
+def launching_op(example: Any) -> Any:
+    """A diagnostic, not the pattern: the op with a backward that bumps the buffers' version
+    counters itself (what the mutating op's declaration does) and calls the in-place
+    launcher directly instead of the mutating op. Correct under plain autograd only (under
+    ``torch.func`` and ``torch.compile`` a backward must not launch Triton itself); it
+    measures what the step would cost if calling the mutating op cost what its launcher does.
+    """
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx: Any, dc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = ctx.saved_tensors
+        torch.autograd.graph.increment_version(a)
+        torch.autograd.graph.increment_version(b)
+        example.swiglu_backward_inplace(a, b, dc)
+        return a, b
+
+    return register_triton_op(
+        example.swiglu.fallback, name="bench_swiglu::swiglu_launching_backward",
+        fake_fn=lambda a, b: torch.empty_like(a), triton_fn=example.swiglu_forward,
+        setup_context=setup_context, backward=backward,
+    )  # fmt: skip
+
+
+def contenders(example: Any, diagnostic: Any = None) -> dict[str, Callable[..., Any]]:
+    """One training step per contender: forward, then the gradients of a and b (with
+    ``diagnostic``, :func:`launching_op`'s op too)."""
 
     def launchers(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> Any:
         out = example.swiglu_forward(a, b)
@@ -75,22 +108,26 @@ def contenders(example: Any) -> dict[str, Callable[..., Any]]:
 
         return run
 
-    return {
+    steps = {
         "launchers": launchers,
         "Function": step(example.SwiGLUFunction.apply),
         "opreg": step(example.swiglu),
     }
+    if diagnostic is not None:
+        steps[DIAGNOSTIC] = step(diagnostic)
+    return steps
 
 
-def check(example: Any, device: str) -> None:
-    """Both contenders equal PyTorch, forward and backward (before anything is timed)."""
+def check(example: Any, device: str, *more: Callable[..., torch.Tensor]) -> None:
+    """Both contenders (and ``more``) equal PyTorch, forward and backward (before anything is
+    timed)."""
     a0 = torch.randn(64, 300, device=device, dtype=torch.bfloat16)
     b0 = torch.randn_like(a0)
     g = torch.randn_like(a0)
     ar, br = a0.float().requires_grad_(), b0.float().requires_grad_()
     expected = torch.nn.functional.silu(ar) * br
     da, db = torch.autograd.grad(expected, (ar, br), g.float())
-    for fn in (example.swiglu, example.SwiGLUFunction.apply):
+    for fn in (example.swiglu, example.SwiGLUFunction.apply, *more):
         a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
         out = fn(a, b)
         torch.testing.assert_close(out, expected.detach().to(out.dtype))
@@ -202,11 +239,13 @@ def main() -> None:
     if device == "cpu" and not interpreted:
         sys.exit("on CPU the kernels need Triton's interpreter: set TRITON_INTERPRET=1")
     example = load_example()
+    diagnostic = launching_op(example)
     if device == "cpu":
         example.use_triton_on_cpu()
-    check(example, device)
+        triton_kernel_info(diagnostic).add_device_type("cpu")
+    check(example, device, diagnostic)
     sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    steps = contenders(example)
+    steps = contenders(example, diagnostic)
     shapes = [(8192, 4096), (4, 64)] if device == "cuda" else [(4, 64)]
     if device == "cpu":  # the interpreter: seconds per step at most, and the figures mean nothing
         args.reps, args.blocks, args.steps = min(args.reps, 20), min(args.blocks, 3), 2
@@ -216,8 +255,11 @@ def main() -> None:
         + f" | synced: median of {args.reps} steps | queued: median of {args.blocks} blocks "
         f"of {args.steps} steps"
     )
-    print("| shape | timing | launchers us | Function us | opreg us | opreg/Function | target |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| shape | timing | launchers us | Function us | opreg us | opreg/Function | target | "
+        "diagnostic: launching backward us | diagnostic/Function |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     results: list[Row] = []
     for shape in shapes:
         for timing in ("synced", "queued"):
@@ -227,15 +269,17 @@ def main() -> None:
                 samples = time_queued(steps, shape, device, args.blocks, args.steps, sync)
             us = {name: statistics.median(v) for name, v in samples.items()}
             ratio = _ratio(samples, "opreg", "Function")
+            diagnostic_ratio = _ratio(samples, DIAGNOSTIC, "Function")
             label = f"{shape[0]}x{shape[1]} bf16"
             print(
                 f"| {label} | {timing} | {us['launchers']:.1f} | {us['Function']:.1f} | "
-                f"{us['opreg']:.1f} | {ratio:.3f} | <= {TARGET:.2f} |"
+                f"{us['opreg']:.1f} | {ratio:.3f} | <= {TARGET:.2f} | {us[DIAGNOSTIC]:.1f} | "
+                f"{diagnostic_ratio:.3f} |"
             )
             results.append(
                 {"shape": list(shape), "dtype": "bfloat16", "timing": timing, **us,
-                 "ratio": ratio, "function_over_launchers": _ratio(samples, "Function",
-                                                                    "launchers")}
+                 "ratio": ratio, "diagnostic_ratio": diagnostic_ratio,
+                 "function_over_launchers": _ratio(samples, "Function", "launchers")}
             )  # fmt: skip
     calls, rounds = (1000, 21) if device == "cuda" else (2, 2)
     parts = host_parts(example, device, calls, rounds)
