@@ -95,13 +95,15 @@ def host_us_rounds(
     timed a few seconds apart by :func:`host_us` differed by up to 30 % on the H200 hosts)
     slows the functions of one round alike: compare two functions by :func:`median_ratio`.
     ``contexts[i]()`` (e.g. ``torch.inference_mode``) is entered around function i's calls.
+    Without CUDA (CPU tensors) there is nothing to synchronise.
     """
     enter = contexts or [contextlib.nullcontext] * len(fns)
+    sync: Callable[[], None] = torch.cuda.synchronize if torch.cuda.is_available() else _no_sync
     for fn, context in zip(fns, enter, strict=True):
         with context():
             for _ in range(50):
                 fn()
-    torch.cuda.synchronize()
+    sync()
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for fn, context, out in zip(fns, enter, samples, strict=True):
@@ -110,8 +112,12 @@ def host_us_rounds(
                 for _ in range(calls):
                     fn()
                 out.append((time.perf_counter() - start) / calls * 1e6)
-            torch.cuda.synchronize()
+            sync()
     return samples
+
+
+def _no_sync() -> None:
+    """Nothing to wait for (no CUDA)."""
 
 
 def median_ratio(samples: Sequence[float], reference: Sequence[float]) -> float:

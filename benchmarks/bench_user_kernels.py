@@ -1,7 +1,9 @@
 """Host cost of a *user's* Triton op: opreg's own cost over the user's launcher, and what
-``opreg_kernels.fast_launch`` gains (issue #13, part 3). Needs CUDA.
+``opreg_kernels.fast_launch`` gains (issue #13, part 3); and the op against a hand-written
+``torch.autograd.Function`` around the same kernel (issue #24), on CUDA and on CPU.
 
-    python benchmarks/bench_user_kernels.py [--calls 1000] [--repeats 41] [--json out.json]
+    python benchmarks/bench_user_kernels.py [--device cuda|cpu] [--calls 1000] [--repeats 41]
+                                            [--json out.json]
 
 Three user ops, as a user writes them (tiny inputs, so the host is the limit):
 
@@ -24,6 +26,17 @@ calls each (the GPU synchronised between rows), for ``--repeats`` rounds; a row'
 median over the rounds and a ratio the median of the ratios within a round, so that the
 host's drift over seconds (up to 30 % between rows timed apart on the H200 hosts) cancels.
 The last lines compare the two targets of issue #21 with this run's ratios.
+
+Against a hand-written Function (issue #24; ``--device cpu`` runs only this part): two more
+user ops, each registered with ``register_triton_op`` and written as a Function whose
+``forward`` calls the same kernel (the ``fast_launch`` launcher on CUDA; on CPU, where the op
+runs its PyTorch fallback, that same fallback) and whose ``backward`` is the same PyTorch
+function: ``1 tensor`` (``square(x) = x * x``) and ``6 arguments`` (an RMSNorm-like
+``rms_norm(x, w, eps, offset, scale, cast)``, 2 tensors and 4 scalars), benchmarks/
+bench_training.py's computations. Rows per signature: ``no grad``, ``forward`` (the inputs
+require grad) and ``forward + backward`` (``out.backward(g)`` after each call); ratio
+``opreg / Function`` (targets: 1.05, 1.10, 1.05), timed in the same interleaved rounds.
+JSON: ``rows`` (the launcher rows above, CUDA only) and ``vs_function``.
 """
 
 from __future__ import annotations
@@ -44,7 +57,8 @@ import triton.language as tl
 
 from bench_kernels import host_us_rounds, median_ratio  # this folder's timer (run as
 
-# python benchmarks/bench_user_kernels.py)
+# python benchmarks/bench_user_kernels.py); bench_training's computations and issue #24's targets
+from bench_training import TARGETS, rms_bwd, rms_fwd, square_bwd, square_fwd
 from opreg_kernels import fast_launch, register_triton_op
 
 Row = dict[str, Any]
@@ -169,6 +183,208 @@ def build(flavour: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+# -- against a hand-written autograd.Function (issue #24) ------------------------------------
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x * x, mask=mask)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def _rms6_kernel(  # type: ignore[no-untyped-def]
+    x_ptr, w_ptr, y_ptr, n_cols, eps, offset, scale, CAST: tl.constexpr, BLOCK: tl.constexpr
+):
+    """bench_training's rms_fwd: x * rstd * (w + offset) * scale, one program per row."""
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    if CAST:
+        x = x.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    y = x * rstd * (w + offset) * scale
+    tl.store(y_ptr + row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def build_vs_function(device: str) -> dict[str, dict[str, Callable[..., Any]]]:
+    """Per signature: the opreg op and the hand-written Function, both running the same
+    kernel on ``device`` (the fast-launched Triton kernel on CUDA, the op's PyTorch fallback
+    on CPU) and the same PyTorch backward."""
+    square_k, rms_k = fast_launch(_square_kernel), fast_launch(_rms6_kernel)
+
+    def square_launcher(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel()
+        square_k[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        return out
+
+    def rms_launcher(
+        x: torch.Tensor, w: torch.Tensor, eps: float, offset: float, scale: float, cast: bool
+    ) -> torch.Tensor:
+        x2 = x.contiguous().view(-1, x.shape[-1])
+        y = torch.empty_like(x2)
+        rms_k[(x2.shape[0],)](
+            x2, w.contiguous(), y, x2.shape[1], eps, offset, scale, CAST=cast,
+            BLOCK=triton.next_power_of_2(x2.shape[1]),
+        )  # fmt: skip
+        return y.view(x.shape)
+
+    square_impl = square_launcher if device == "cuda" else square_fwd
+    rms_impl = rms_launcher if device == "cuda" else rms_fwd
+
+    class SquareFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(x)
+            return square_impl(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            (x,) = ctx.saved_tensors
+            return square_bwd(x, g)
+
+    class RMSNormFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(
+            ctx: Any, x: torch.Tensor, w: torch.Tensor, eps: float, offset: float, scale: float,
+            cast: bool,
+        ) -> torch.Tensor:  # fmt: skip
+            ctx.save_for_backward(x, w)
+            ctx.scalars = eps, offset, scale, cast
+            return rms_impl(x, w, eps, offset, scale, cast)
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+            x, w = ctx.saved_tensors
+            eps, offset, scale, cast = ctx.scalars
+            dx, dw = rms_bwd(x, w, eps, offset, scale, cast, g)
+            return dx, dw, None, None, None, None
+
+    def square_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    def square_backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return square_bwd(x, g)
+
+    def rms_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, w, *scalars = inputs
+        ctx.save_for_backward(x, w)
+        ctx.scalars = scalars
+
+    def rms_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        eps, offset, scale, cast = ctx.scalars
+        dx, dw = rms_bwd(x, w, eps, offset, scale, cast, g)
+        return dx, dw, None, None, None, None
+
+    square = register_triton_op(
+        square_fwd, name="bench_user_fn::square", fake_fn=torch.empty_like,
+        triton_fn=square_launcher, setup_context=square_setup, backward=square_backward,
+    )  # fmt: skip
+    rms = register_triton_op(
+        rms_fwd, name="bench_user_fn::rms_norm",
+        fake_fn=lambda x, w, eps, offset, scale, cast: torch.empty_like(x),
+        triton_fn=rms_launcher, setup_context=rms_setup, backward=rms_backward,
+    )  # fmt: skip
+    return {
+        "1 tensor": {"Function": SquareFunction.apply, "opreg": square},
+        "6 arguments": {"Function": RMSNormFunction.apply, "opreg": rms},
+    }
+
+
+def _vs_function_inputs(signature: str, device: str, grad: bool) -> tuple[Any, ...]:
+    """bench_training's inputs: x (4, 64), and w (64,) with 4 scalars for ``6 arguments``."""
+    x = torch.randn(4, 64, device=device, requires_grad=grad)
+    if signature == "1 tensor":
+        return (x,)
+    w = torch.rand(64, device=device, requires_grad=grad)
+    return (x, w, 1e-6, 1.0, 0.5, True)
+
+
+def check_vs_function(ops: dict[str, dict[str, Callable[..., Any]]], device: str) -> None:
+    """The op and the Function agree with bench_training's PyTorch computation, forward and
+    backward (before anything is timed)."""
+    for signature, fns in ops.items():
+        args = _vs_function_inputs(signature, device, True)
+        reference: Callable[..., torch.Tensor] = square_fwd if signature == "1 tensor" else rms_fwd
+        plain = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+        expected = reference(*plain)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        ref_leaves = [t.detach().clone().requires_grad_() for t in tensors]
+        ref_args = [*ref_leaves, *args[len(ref_leaves) :]]
+        g = torch.randn_like(expected)
+        grads_expected = torch.autograd.grad(reference(*ref_args), ref_leaves, g)
+        for fn in fns.values():
+            out = fn(*args)
+            torch.testing.assert_close(out, expected)
+            for got, want in zip(torch.autograd.grad(out, tensors, g), grads_expected, strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _vs_function_call(
+    fn: Callable[..., Any], args: tuple[Any, ...], backward: bool
+) -> Callable[[], Any]:
+    """One timed call: ``fn(*args)``, followed by ``.backward(ones)`` with ``backward``."""
+    if not backward:
+        return lambda: fn(*args)
+    ones = torch.ones_like(args[0])
+
+    def step() -> None:
+        fn(*args).backward(ones)
+
+    return step
+
+
+def bench_vs_function(device: str, calls: int, repeats: int) -> list[Row]:
+    """Rows of the op against the hand-written Function: per signature, no grad, forward in
+    grad mode, forward + backward (module docstring)."""
+    ops = build_vs_function(device)
+    check_vs_function(ops, device)
+    cases: list[tuple[str, str, str, Callable[[], Any]]] = []
+    for signature, fns in ops.items():
+        for path, grad, backward in (
+            ("no grad", False, False),
+            ("forward", True, False),
+            ("forward + backward", True, True),
+        ):
+            args = _vs_function_inputs(signature, device, grad)
+            for name, fn in fns.items():
+                cases.append((signature, path, name, _vs_function_call(fn, args, backward)))
+    samples = host_us_rounds([c[3] for c in cases], calls, repeats)
+    by = {(sig, path, name): t for (sig, path, name, _), t in zip(cases, samples, strict=True)}
+    rows: list[Row] = []
+    for signature in ops:
+        for path in TARGETS:
+            function, op = by[(signature, path, "Function")], by[(signature, path, "opreg")]
+            rows.append(
+                {
+                    "signature": signature, "path": path, "device": device,
+                    "Function us": statistics.median(function), "opreg us": statistics.median(op),
+                    "opreg / Function": median_ratio(op, function), "target": TARGETS[path],
+                }
+            )  # fmt: skip
+    return rows
+
+
+def print_vs_function(rows: list[Row], device: str) -> None:
+    kernel = "the fast-launched Triton kernel" if device == "cuda" else "the PyTorch fallback"
+    print(f"\n## opreg op vs hand-written autograd.Function ({device}: {kernel}; issue #24)\n")
+    print("| signature | path | Function us | opreg us | opreg / Function | target |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        verdict = "met" if r["opreg / Function"] <= r["target"] else "MISSED"
+        print(
+            f"| {r['signature']} | {r['path']} | {r['Function us']:.1f} | {r['opreg us']:.1f} | "
+            f"{r['opreg / Function']:.3f} | <= {r['target']:.2f}: {verdict} |"
+        )
+
+
 _LIBRARIES: list[Any] = []
 
 
@@ -204,12 +420,37 @@ def autograd_function(launcher: Callable[..., Any], setup: Callable[..., Any]) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", help="cuda (default when present) or cpu")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--json")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("needs CUDA")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda: no CUDA device")
+    if device == "cpu":
+        torch.set_num_threads(1)  # as bench_training and bench_core time the CPU
+        rows_vs_function = bench_vs_function("cpu", args.calls, args.repeats)
+        print_vs_function(rows_vs_function, "cpu")
+        if args.json:
+            _write(args, "cpu", [], rows_vs_function)
+        return
+    rows = bench_launchers(args)
+    rows_vs_function = bench_vs_function("cuda", args.calls, args.repeats)
+    print_vs_function(rows_vs_function, "cuda")
+    if args.json:
+        _write(args, "cuda", rows, rows_vs_function)
+
+
+def _write(args: argparse.Namespace, device: str, rows: list[Row], vs: list[Row]) -> None:
+    document = {"calls": args.calls, "repeats": args.repeats, "device": device, "rows": rows,
+                "vs_function": vs}  # fmt: skip
+    with open(args.json, "w") as f:
+        json.dump(document, f, indent=1)
+
+
+def bench_launchers(args: argparse.Namespace) -> list[Row]:
+    """The launcher rows (CUDA): printed, and returned for the JSON's ``rows``."""
     plain, fast = build("plain"), build("fast")
     x = torch.randn(16, device="cuda")
     xr = torch.randn(4, 64, device="cuda")
@@ -333,9 +574,7 @@ def main() -> None:
             f"- {r['op']} ({r['mode']}): {r['call']} / plain launcher = {ratio:.3f} "
             f"(target <= {target:.2f}): {verdict}"
         )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"calls": args.calls, "repeats": args.repeats, "rows": rows}, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

@@ -18,12 +18,16 @@
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
 # direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
 #         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
-# userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
+# userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher, and
+#         against a hand-written autograd.Function: 1-tensor and 6-argument signatures)
 # autocast the autocast tests (tests/core/test_autocast.py, tests/kernels/test_autocast_triton.py:
 #         bf16 and fp16 against ATen's CUDA lists, the Triton launcher, CUDA graphs), then
 #         benchmarks/gpu/bench_autocast.py (what the rule costs and saves, graphs included)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
+# swiglu  benchmarks/bench_swiglu.py (a Liger-style SwiGLU with an in-place Triton backward,
+#         8192x4096 and 4x64 bf16: the opreg op against the hand-written Function, forward +
+#         backward), after tests/kernels/test_swiglu_inplace.py on CUDA
 #
 # Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
 # bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
@@ -49,14 +53,16 @@ for name in "${steps[@]}"; do
     direct) step tests_direct 240 "$py" -m pytest tests/core/test_direct_call.py \
       tests/kernels/test_direct_call_triton.py tests/kernels/test_compiler_visible.py \
       tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
-    userkernels) step bench_user_kernels 200 "$py" benchmarks/bench_user_kernels.py \
+    userkernels) step bench_user_kernels 400 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
     autocast) step tests_autocast 300 bash -c "'$py' -m pytest tests/core/test_autocast.py \
       tests/kernels/test_autocast_triton.py ${pytest_args[*]} -q && '$py' benchmarks/gpu/bench_autocast.py" ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training, autocast)"; status=1 ;;
+    swiglu) step tests_swiglu 240 "$py" -m pytest tests/kernels/test_swiglu_inplace.py "${pytest_args[@]}" -q
+      step bench_swiglu 240 "$py" benchmarks/bench_swiglu.py --device cuda --json "$OUT/swiglu.json" ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training, autocast, swiglu)"; status=1 ;;
   esac
 done
 
