@@ -111,10 +111,13 @@ class NondiffModel(torch.nn.Module):
         return quantize(x) + torch.tanh(x)
 
 
-#: The exported programs, by file stem: the model and the ops its program must call.
-MODELS: dict[str, tuple[type[torch.nn.Module], tuple[str, ...]]] = {
-    "vmap": (VmapModel, (f"{NAMESPACE}.centered",)),
-    "triton_opaque": (OpaqueModel, (f"{NAMESPACE}.double_opaque",)),
-    "triton_visible": (VisibleModel, (f"{NAMESPACE}.double_visible",)),
-    "nondiff": (NondiffModel, (f"{NAMESPACE}.quantize",)),
+#: The exported programs, by file stem: the model, the ops its program must call, and whether
+#: the program is saved after ``run_decompositions()`` (what AOTInductor and most deployment
+#: flows run; vmap is then traced away, leaving the op's batched operator in the graph).
+MODELS: dict[str, tuple[type[torch.nn.Module], tuple[str, ...], bool]] = {
+    "vmap": (VmapModel, (f"{NAMESPACE}.centered",), False),
+    "vmap_decomposed": (VmapModel, (f"{NAMESPACE}.centered__opreg_batched",), True),
+    "triton_opaque": (OpaqueModel, (f"{NAMESPACE}.double_opaque",), False),
+    "triton_visible": (VisibleModel, (f"{NAMESPACE}.double_visible",), False),
+    "nondiff": (NondiffModel, (f"{NAMESPACE}.quantize",), False),
 }
