@@ -10,6 +10,7 @@ from . import (
     autograd_mutants,
     compile_mutants,
     correct_ops,
+    export_mutants,
     fake_mutants,
     inplace_backward,
     kernel_mutants,
@@ -22,11 +23,16 @@ MUTANTS: list[Mutant] = [
     *vmap_mutants.MUTANTS,
     *fake_mutants.MUTANTS,
     *compile_mutants.MUTANTS,
+    *export_mutants.MUTANTS,
     *autograd_mutants.MUTANTS,
     *kernel_mutants.MUTANTS,
     *opcheck_mutants.MUTANTS,
     *inplace_backward.MUTANTS,
 ]
-CORRECT: list[CorrectOp] = [*correct_ops.CORRECT, *inplace_backward.CORRECT]
+CORRECT: list[CorrectOp] = [
+    *correct_ops.CORRECT,
+    *inplace_backward.CORRECT,
+    *export_mutants.CORRECT,
+]
 
 __all__ = ["CORRECT", "MUTANTS", "CorrectOp", "Mutant"]
