@@ -1,0 +1,44 @@
+"""The export check's options and the ops it takes besides opreg ops (its mutants and correct
+ops are in the mutation corpus, tests/testing/mutants/corpus/export_mutants.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from opreg_core import SampleInput, register_vmap_op
+from opreg_testing import CheckFailure, OpNamespace, check_export
+
+
+def _samples(device: torch.device) -> list[SampleInput]:
+    return [SampleInput((torch.randn(3, 4, device=device),), name="3x4")]
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def test_a_torch_operator_round_trips() -> None:
+    result = check_export(torch.ops.aten.sin.default, samples=_samples(torch.device("cpu")))
+    assert result.passed and result.info["vmap_cases"] == 1
+
+
+def test_importable_false_switches_the_module_check_off(opreg_namespace: OpNamespace) -> None:
+    _double.__module__ = "__main__"  # as if defined in a script
+    try:
+        op = register_vmap_op(
+            _double, name=opreg_namespace.qualname("double"), fake_fn=torch.empty_like,
+            sample_inputs=_samples,
+        )  # fmt: skip
+    finally:
+        _double.__module__ = __name__
+    with pytest.raises(CheckFailure, match="registered from __main__"):
+        check_export(op, vmap=False)
+    result = check_export(op, vmap=False, importable=False)
+    assert result.passed and result.info == {"vmap_cases": 0, "vmap_decomposed": 0,
+                                             "module": "__main__"}  # fmt: skip
+
+
+def test_unknown_option_names_the_accepted_ones() -> None:
+    with pytest.raises(TypeError, match="accepts: vmap, importable"):
+        check_export(torch.ops.aten.sin.default, samples=[], nested=False)  # type: ignore[call-arg]
