@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opreg_core import SampleInput, register_vmap_op
+from opreg_core import SampleInput, register_vmap_op, unregister
 from opreg_testing import CheckFailure, OpNamespace, check_export
 
 
@@ -42,3 +42,30 @@ def test_importable_false_switches_the_module_check_off(opreg_namespace: OpNames
 def test_unknown_option_names_the_accepted_ones() -> None:
     with pytest.raises(TypeError, match="accepts: vmap, importable"):
         check_export(torch.ops.aten.sin.default, samples=[], nested=False)  # type: ignore[call-arg]
+
+
+def test_a_failed_load_names_the_op(
+    opreg_namespace: OpNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.export.load's own error names nothing ("see the warnings above"); the check's
+    failure adds the line of the logged warning that names the op."""
+
+    def triple(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    op = register_vmap_op(
+        triple, name=opreg_namespace.qualname("gone"), fake_fn=torch.empty_like,
+        sample_inputs=_samples,
+    )  # fmt: skip
+    load = torch.export.load
+
+    def load_after_unregistering(*args: object, **kwargs: object) -> object:
+        unregister(op.qualname)  # as in a process that did not import the op's module
+        return load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.export, "load", load_after_unregistering)
+    with pytest.raises(CheckFailure) as failure:
+        check_export(op, vmap=False)
+    message = str(failure.value)
+    assert "torch.export.load raised RuntimeError" in message
+    assert f"failed to resolve torch.ops.{opreg_namespace}.gone.default" in message
