@@ -39,9 +39,11 @@ def test_importable_false_switches_the_module_check_off(opreg_namespace: OpNames
                                              "module": "__main__"}  # fmt: skip
 
 
-def test_unknown_option_names_the_accepted_ones() -> None:
+def test_bad_options_are_refused() -> None:
     with pytest.raises(TypeError, match="accepts: vmap, importable"):
         check_export(torch.ops.aten.sin.default, samples=[], nested=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="the export check's vmap must be True or False"):
+        check_export(torch.ops.aten.sin.default, samples=[], vmap="no")  # type: ignore[typeddict-item]
 
 
 def test_a_failed_load_names_the_op(

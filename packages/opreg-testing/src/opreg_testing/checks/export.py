@@ -194,6 +194,12 @@ class ExportOptions(TypedDict, total=False):
     importable: bool  #: fail when the op's module cannot be imported by name elsewhere
 
 
+def _validate(options: ExportOptions) -> None:
+    for name in ("vmap", "importable"):
+        if not isinstance(options[name], bool):
+            raise TypeError(f"the export check's {name} must be True or False")
+
+
 def run_export(ctx: CheckContext, options: ExportOptions) -> None:
     """The body of the export check (see :func:`check_export`)."""
     opreg = ctx.target.opreg
@@ -229,7 +235,7 @@ def run_export(ctx: CheckContext, options: ExportOptions) -> None:
 
 
 #: The export check, with its options' defaults.
-EXPORT = Check("export", run_export, ExportOptions(vmap=True, importable=True))
+EXPORT = Check("export", run_export, ExportOptions(vmap=True, importable=True), _validate)
 
 
 def check_export(
