@@ -43,7 +43,7 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(TypeError, match="accepts: vmap, importable"):
         check_export(torch.ops.aten.sin.default, samples=[], nested=False)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="the export check's vmap must be True or False"):
-        check_export(torch.ops.aten.sin.default, samples=[], vmap="no")  # type: ignore[typeddict-item]
+        check_export(torch.ops.aten.sin.default, samples=[], vmap="no")  # type: ignore[arg-type]
 
 
 def test_a_failed_load_names_the_op(
