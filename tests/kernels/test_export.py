@@ -143,6 +143,7 @@ def _round_trip(module: ModuleType, device: str, folder: Path) -> dict[str, Any]
 
 @pytest.fixture(scope="module")
 def cpu_round_trip(model_module: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("triton", reason="the round trip runs the Triton ops' kernels")
     if not interpreter_enabled():
         pytest.skip("the CPU round trip runs the Triton kernels through TRITON_INTERPRET=1")
     return _round_trip(model_module, "cpu", tmp_path_factory.mktemp("export_cpu"))
