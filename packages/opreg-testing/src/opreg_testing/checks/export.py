@@ -117,7 +117,7 @@ def _vmap_not_saveable(exc: Exception) -> bool:
 
 def _decomposed(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     with warnings.catch_warnings():  # torch's own deprecation, raised from copyreg
-        warnings.filterwarnings("ignore", "isinstance.treespec, LeafSpec", FutureWarning)
+        warnings.filterwarnings("ignore", ".*isinstance.treespec, LeafSpec", FutureWarning)
         decomposed: torch.export.ExportedProgram = program.run_decompositions()
     return decomposed
 
