@@ -18,6 +18,9 @@
 # benchcore benchmarks/bench_core.py (per-call overhead on this host's CPU)
 # direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
 #         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
+# export  tests/kernels/test_export.py on CUDA: torch.export save/load round trip in a fresh
+#         process (vmap, Triton op opaque and compiler-visible, differentiable=False), eager and
+#         torch.compile of the loaded program, and the error before the ops are imported
 # userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher, and
 #         against a hand-written autograd.Function: 1-tensor and 6-argument signatures)
 # autocast the autocast tests (tests/core/test_autocast.py, tests/kernels/test_autocast_triton.py:
@@ -53,6 +56,7 @@ for name in "${steps[@]}"; do
     direct) step tests_direct 240 "$py" -m pytest tests/core/test_direct_call.py \
       tests/kernels/test_direct_call_triton.py tests/kernels/test_compiler_visible.py \
       tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
+    export) step tests_export 300 "$py" -m pytest tests/kernels/test_export.py "${pytest_args[@]}" -q ;;
     userkernels) step bench_user_kernels 400 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
@@ -62,7 +66,7 @@ for name in "${steps[@]}"; do
       tests/kernels/test_autocast_triton.py ${pytest_args[*]} -q && '$py' benchmarks/gpu/bench_autocast.py" ;;
     swiglu) step tests_swiglu 240 "$py" -m pytest tests/kernels/test_swiglu_inplace.py "${pytest_args[@]}" -q
       step bench_swiglu 240 "$py" benchmarks/bench_swiglu.py --device cuda --json "$OUT/swiglu.json" ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training, autocast, swiglu)"; status=1 ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, export, userkernels, training, autocast, swiglu)"; status=1 ;;
   esac
 done
 

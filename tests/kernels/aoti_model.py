@@ -1,6 +1,7 @@
 """Models calling opreg ops, for the AOTInductor tests, and the ops a user would write.
 
-Importing this module registers the user's ops (namespace ``opreg_aoti``); it imports no
+Importing this module registers the user's ops (namespace ``opreg_aoti``; the plain ones come
+from ``aoti_core_ops``, which needs opreg-core alone); it imports no
 Triton (the launchers are named by string, from ``visible_kernels``). The AOTInductor tests
 export and package the models here, then run the packages in fresh processes: one that imports
 this module (opaque ops are called by name and need their registration) and, for packages whose
@@ -10,32 +11,23 @@ ops are all compiler-visible, one that never imports opreg.
 from __future__ import annotations
 
 import torch
+from aoti_core_ops import NAMESPACE, CoreModel, like, soft_clip
 
-from opreg_core import register_vmap_op
 from opreg_kernels import fused_add, register_triton_op
 
-NAMESPACE = "opreg_aoti"
 _LAUNCHER = "visible_kernels:launch"
 
-
-def _like(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+__all__ = ["NAMESPACE", "CoreModel", "OpaqueModel", "VisibleModel", "soft_clip"]
 
 
-@register_vmap_op(name=f"{NAMESPACE}::soft_clip", fake_fn=_like)
-def soft_clip(x: torch.Tensor) -> torch.Tensor:
-    """A plain opreg op (no Triton): ``3 * tanh(x / 3)``."""
-    return torch.tanh(x / 3) * 3
-
-
-@register_triton_op(name=f"{NAMESPACE}::double_opaque", fake_fn=_like, triton_fn=_LAUNCHER)
+@register_triton_op(name=f"{NAMESPACE}::double_opaque", fake_fn=like, triton_fn=_LAUNCHER)
 def double_opaque(x: torch.Tensor) -> torch.Tensor:
     """A user's Triton op, opaque to the compiler: ``2 * x``."""
     return (x * 2).contiguous()
 
 
 @register_triton_op(
-    name=f"{NAMESPACE}::double_visible", fake_fn=_like, triton_fn=_LAUNCHER, compiler_visible=True
+    name=f"{NAMESPACE}::double_visible", fake_fn=like, triton_fn=_LAUNCHER, compiler_visible=True
 )
 def double_visible(x: torch.Tensor) -> torch.Tensor:
     """The same op, compiler-visible: AOTInductor compiles its kernel into the package."""

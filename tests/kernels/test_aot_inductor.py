@@ -6,7 +6,11 @@
 
 - opaque ops (any op on CPU; on CUDA a plain opreg op or a Triton op with
   ``compiler_visible=False``): the package calls them by name, so the process must import the
-  module that registers them; without it loading fails naming the op;
+  module that registers them; without it loading fails naming the op. For ops of
+  ``register_vmap_op`` (plain-torch bodies) that module needs opreg-core alone: the CPU package
+  of ``aoti_core_ops.CoreModel`` runs in a process where opreg-kernels and opreg-testing
+  cannot be imported. With none of opreg importable it does not load (the op is unknown to the
+  dispatcher);
 - compiler-visible Triton ops on CUDA: the package holds their kernels, and runs in a process
   that cannot import opreg at all.
 
@@ -32,22 +36,26 @@ import torch
 HERE = Path(__file__).parent
 
 # Runs a package in a fresh process: argv = package, inputs/outputs file, "import" (import
-# aoti_model first) or "block" (refuse every import of opreg), tests/kernels, device.
+# aoti_model first), "core" (refuse every import of opreg but opreg_core, import aoti_core_ops
+# first) or "block" (refuse every import of opreg), tests/kernels, device.
 _RUN = r"""
 import faulthandler, importlib.abc, json, sys
 faulthandler.enable()  # a crash prints the Python stack to stderr
 import torch
 package, io_path, how, here, device = sys.argv[1:6]
+blocked = {"import": (), "core": ("opreg_kernels", "opreg_testing")}.get(
+    how, ("opreg_core", "opreg_kernels", "opreg_testing"))
+class NoOpreg(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"this process must not import {name}")
+        return None
+sys.meta_path.insert(0, NoOpreg())
+sys.path.insert(0, here)
 if how == "import":
-    sys.path.insert(0, here)
     import aoti_model  # registers the user's ops (and imports opreg)
-else:
-    class NoOpreg(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("opreg_core", "opreg_kernels", "opreg_testing"):
-                raise ImportError(f"this process must not import {name}")
-            return None
-    sys.meta_path.insert(0, NoOpreg())
+elif how == "core":
+    import aoti_core_ops  # registers the user's plain ops with opreg_core alone
 io = torch.load(io_path)
 x, y = io["x"].to(device), io["y"].to(device)  # initialises CUDA before the package loads
 try:
@@ -81,10 +89,15 @@ def model_module() -> Iterator[ModuleType]:
         sys.path.remove(str(HERE))
 
 
-def _package(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:
+def _package(
+    model: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    path: Path,
+    op: str = "opreg.fused_add.default",
+) -> Path:
     program = torch.export.export(model, inputs)
     targets = {str(node.target) for node in program.graph.nodes}
-    assert "opreg.fused_add.default" in targets  # export keeps the op, visible or not
+    assert op in targets  # export keeps the op, visible or not
     return Path(torch._inductor.aoti_compile_and_package(program, package_path=str(path)))
 
 
@@ -157,22 +170,25 @@ def cpu_package(model_module: ModuleType, tmp_path_factory: pytest.TempPathFacto
     if shutil.which("g++") is None and shutil.which("c++") is None:
         pytest.skip("AOTInductor on CPU needs a C++ compiler")
     _require_loadable_packages("cpu", tmp_path_factory.mktemp("aoti_control"))
-    path = tmp_path_factory.mktemp("aoti") / "opaque_cpu.pt2"
-    return _package(model_module.OpaqueModel(), _inputs("cpu"), path)
+    path = tmp_path_factory.mktemp("aoti") / "core_cpu.pt2"
+    core_model = model_module.CoreModel()
+    return _package(core_model, _inputs("cpu"), path, "opreg_aoti.soft_clip.default")
 
 
 @pytest.mark.slow
-def test_cpu_package_runs_where_the_ops_are_imported(
-    cpu_package: Path, model_module: ModuleType
-) -> None:
+def test_cpu_package_runs_with_only_opreg_core(cpu_package: Path, model_module: ModuleType) -> None:
+    """The process imports the user's module of plain ops; opreg-kernels and opreg-testing
+    cannot be imported there (as where opreg-core alone is installed)."""
     inputs = _inputs("cpu")
-    result = _run_fresh(cpu_package, inputs, "import")
-    assert result["error"] is None
-    torch.testing.assert_close(result["got"], model_module.OpaqueModel()(*inputs))
+    result = _run_fresh(cpu_package, inputs, "core")
+    assert result["error"] is None, result["error"]
+    assert {m.split(".")[0] for m in result["opreg_modules"]} == {"opreg_core"}
+    torch.testing.assert_close(result["got"], model_module.CoreModel()(*inputs))
 
 
 @pytest.mark.slow
-def test_cpu_package_without_the_ops_names_the_missing_op(cpu_package: Path) -> None:
+def test_cpu_package_without_opreg_names_the_missing_op(cpu_package: Path) -> None:
+    """With no opreg importable the ops are unknown: loading fails naming one of them."""
     result = _run_fresh(cpu_package, _inputs("cpu"), "block")
     assert result["error"] is not None and "opreg_aoti::soft_clip" in result["error"]
     assert result["opreg_modules"] == []

@@ -34,11 +34,11 @@ def example(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 @pytest.mark.needs_triton
 def test_downstream_example_passes_on_the_default_devices(example: pytest.Pytester) -> None:
     result = example.runpytest_subprocess(*FAST)
-    # test_op: 3 ops x 7 checks x (cpu, triton-cpu), + 3 plain tests x 2 devices. Skipped on cpu:
+    # test_op: 3 ops x 8 checks x (cpu, triton-cpu), + 3 plain tests x 2 devices. Skipped on cpu:
     # the 3 kernel checks (no CPU kernel), the 3 autocast checks (no autocast rule) and
     # autograd of the non-differentiable nearest_index; on triton-cpu the 2 pure-PyTorch ops
-    # (14 tests: checked on cpu) and soft_clamp's autocast check.
-    result.assert_outcomes(passed=26, skipped=22)
+    # (16 tests: checked on cpu) and soft_clamp's autocast check.
+    result.assert_outcomes(passed=30, skipped=24)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [

@@ -169,7 +169,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return found
 
 
-CHECKS = ("fake", "vmap", "compile", "autograd", "kernel", "opcheck")
+CHECKS = ("fake", "vmap", "compile", "export", "autograd", "kernel", "opcheck")
 
 
 @pytest.mark.parametrize("check", CHECKS)

@@ -8,6 +8,8 @@ mismatch, and returns a :class:`CheckResult` otherwise):
   0/-1/middle/None, nested 2-3 levels) and reports whether the fast batching rule ran;
 - :func:`check_compile`: ``torch.compile(fullgraph=True)`` of the op and of ``vmap(op)``
   matches eager;
+- :func:`check_export`: a program calling the op survives ``torch.export`` save and load and
+  matches eager (and ``vmap(op)``), and the op's module is importable where it loads;
 - :func:`check_autograd`: gradcheck and gradgradcheck in float64 (``gradgrad=False`` skips the
   second order), ``grad(vmap)`` and ``vmap(grad)``;
 - :func:`check_kernel`: a registered kernel (e.g. Triton) against the fallback;
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         check_autocast,
         check_autograd,
         check_compile,
+        check_export,
         check_fake,
         check_kernel,
         check_opcheck,
@@ -101,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "check_autocast": ".checks",
     "check_autograd": ".checks",
     "check_compile": ".checks",
+    "check_export": ".checks",
     "check_fake": ".checks",
     "check_kernel": ".checks",
     "check_opcheck": ".checks",
@@ -160,6 +164,7 @@ __all__ = [
     "check_autocast",
     "check_autograd",
     "check_compile",
+    "check_export",
     "check_fake",
     "check_kernel",
     "check_op",

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 #: The checks' names in run order, for ``--help`` without importing torch; the same as
 #: ``opreg_testing.ALL_CHECKS`` (a test keeps them equal).
-CHECK_NAMES = ("fake", "vmap", "compile", "autograd", "kernel", "opcheck", "autocast")
+CHECK_NAMES = ("fake", "vmap", "compile", "export", "autograd", "kernel", "opcheck", "autocast")
 
 #: A check running longer than this (seconds) gets a "running" line.
 SLOW_CHECK_S = 2.0

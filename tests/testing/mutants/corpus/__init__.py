@@ -11,6 +11,7 @@ from . import (
     autograd_mutants,
     compile_mutants,
     correct_ops,
+    export_mutants,
     fake_mutants,
     inplace_backward,
     kernel_mutants,
@@ -23,6 +24,7 @@ MUTANTS: list[Mutant] = [
     *vmap_mutants.MUTANTS,
     *fake_mutants.MUTANTS,
     *compile_mutants.MUTANTS,
+    *export_mutants.MUTANTS,
     *autograd_mutants.MUTANTS,
     *kernel_mutants.MUTANTS,
     *opcheck_mutants.MUTANTS,
@@ -33,6 +35,7 @@ CORRECT: list[CorrectOp] = [
     *correct_ops.CORRECT,
     *inplace_backward.CORRECT,
     *autocast_mutants.CORRECT,
+    *export_mutants.CORRECT,
 ]
 
 __all__ = ["CORRECT", "MUTANTS", "CorrectOp", "Mutant"]

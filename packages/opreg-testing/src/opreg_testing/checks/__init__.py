@@ -10,6 +10,7 @@ from ._harness import Check, CheckContext
 from .autocast import AUTOCAST, AutocastOptions, check_autocast
 from .autograd import AUTOGRAD, AutogradOptions, check_autograd
 from .compile import COMPILE, CompileOptions, check_compile
+from .export import EXPORT, ExportOptions, check_export
 from .fake import FAKE, FakeOptions, check_fake
 from .kernel import KERNEL, KernelOptions, check_kernel
 from .opcheck import OPCHECK, OPCHECK_UTILS, OpcheckOptions, check_opcheck
@@ -17,7 +18,10 @@ from .vmap import VMAP, VmapOptions, check_vmap
 
 #: Every check by name, in the order ``check_op`` runs them: its body and its options.
 CHECKS: Mapping[str, Check[Any]] = MappingProxyType(
-    {check.name: check for check in (FAKE, VMAP, COMPILE, AUTOGRAD, KERNEL, OPCHECK, AUTOCAST)}
+    {
+        check.name: check
+        for check in (FAKE, VMAP, COMPILE, EXPORT, AUTOGRAD, KERNEL, OPCHECK, AUTOCAST)
+    }
 )
 
 #: The names of all checks, in run order.
@@ -32,6 +36,7 @@ __all__ = [
     "Check",
     "CheckContext",
     "CompileOptions",
+    "ExportOptions",
     "FakeOptions",
     "KernelOptions",
     "OpcheckOptions",
@@ -39,6 +44,7 @@ __all__ = [
     "check_autocast",
     "check_autograd",
     "check_compile",
+    "check_export",
     "check_fake",
     "check_kernel",
     "check_opcheck",
