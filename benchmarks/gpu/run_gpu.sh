@@ -19,6 +19,9 @@
 # direct  the direct call on CUDA: tests/core/test_direct_call.py and tests/kernels'
 #         test_direct_call_triton.py, test_compiler_visible.py, test_fast_kernel.py, test_gpu.py
 # userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher)
+# exact   benchmarks/gpu/exact_normal.py: philox_normal_exact's CUDA kernel vs its CPU fallback
+#         bit for bit (2**26 * 3.6 values), and its GB/s vs torch.randn / philox_normal
+#         ($OUT/exact_normal.json)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
 #
@@ -48,10 +51,11 @@ for name in "${steps[@]}"; do
       tests/kernels/test_fast_kernel.py tests/kernels/test_gpu.py "${pytest_args[@]}" -q ;;
     userkernels) step bench_user_kernels 200 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
+    exact) step exact_normal 590 "$py" benchmarks/gpu/exact_normal.py --out "$OUT/exact_normal.json" ;;
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
-    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, training)"; status=1 ;;
+    *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, userkernels, exact, training)"; status=1 ;;
   esac
 done
 
