@@ -181,6 +181,29 @@ def time_size(label: str, rows: int, cols: int, quick: bool) -> Row:
     return row
 
 
+def fusion_probe() -> Row:
+    """What FMA contraction would give: the exact long-row kernel compiled with and without it
+    (1024 x 2**18, block 1024, 4 warps, loop 4; with fusion the values are not exact)."""
+    rows, cols, block, loop = 1024, 2**18, 1024, 4
+    seeds = torch.arange(rows, device="cuda")
+    out = torch.empty((rows, cols), device="cuda")
+    calls = cols // 4
+    chunks = calls // (block * loop)
+
+    def run(fusion: bool) -> None:
+        philox._philox_long_rows_kernel[(rows * chunks,)](
+            seeds, out, cols, calls, chunks, 0, 0, NORMAL=True, WIDE=False, BLOCK=block,
+            LOOP=loop, FAST_SINCOS=True, PTX_MATH=False, EXACT=True, MASKED=False, num_warps=4,
+            enable_fp_fusion=fusion,
+        )  # fmt: skip
+
+    found = {f"fusion={f}": gbs(rows, cols, lambda f=f: run(f)) for f in (False, True)}
+    found["uniform GB/s"] = gbs(rows, cols, lambda: philox_uniform(seeds, cols))
+    print(f"  exact kernel with / without FMA contraction (1 GiB): {found}", flush=True)
+    free_memory()
+    return found
+
+
 def throughput(quick: bool) -> list[Row]:
     found = []
     for label, rows, cols in SIZES[:1] if quick else SIZES:
@@ -230,6 +253,7 @@ def main() -> int:
     print(f"  total: {total} values, {bad} mismatches", flush=True)
     print("## throughput", flush=True)
     result["throughput"] = throughput(args.quick)
+    result["fusion_probe"] = fusion_probe()
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(result, indent=2))
