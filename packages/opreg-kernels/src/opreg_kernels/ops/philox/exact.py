@@ -87,19 +87,26 @@ def neg_two_log(u1: torch.Tensor) -> torch.Tensor:
 
 
 def cos_sin_of_turns(turns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``cos`` and ``sin`` of ``2*pi*turns * 2**-24`` for integers ``0 <= turns < 2**24``."""
+    """``cos`` and ``sin`` of ``2*pi*turns * 2**-24`` for integers ``0 <= turns < 2**24``.
+
+    ``theta = q*pi/2 + x``; with ``x' = (-1)**q0 * x`` (``q0``, ``q1``: the low bits of ``q``),
+    ``(cos, sin)(theta) = (-1)**q1 * (c, s)(x')`` for even ``q`` and ``(-1)**q1 * (s, c)(x')``
+    for odd ``q``: the kernel flips the sign of ``r`` instead, which gives the same bits.
+    """
     shifted = turns + HALF_QUADRANT
-    q = (shifted >> QUADRANT_SHIFT) & 3
-    x = ((shifted & QUADRANT_MASK) - HALF_QUADRANT).to(torch.float32) * QUARTER_STEP
+    q = shifted >> QUADRANT_SHIFT  # 4 (quadrant 0) for turns within half a quadrant of 2**24
+    j = (shifted & QUADRANT_MASK) - HALF_QUADRANT
+    odd = (q & 1) != 0
+    x = torch.where(odd, -j, j).to(torch.float32) * QUARTER_STEP
     z = x * x
     sin_x = (z * SIN3 + SIN2) * z + SIN1
     sin_x = sin_x * z * x + x
     cos_x = (z * COS3 + COS2) * z + COS1
     cos_x = cos_x * z * z - z * 0.5 + 1.0
-    odd = (q & 1) != 0
     cos_t = torch.where(odd, sin_x, cos_x)
     sin_t = torch.where(odd, cos_x, sin_x)
-    return torch.where(((q + 1) & 2) != 0, -cos_t, cos_t), torch.where((q & 2) != 0, -sin_t, sin_t)
+    negative = (q & 2) != 0
+    return torch.where(negative, -cos_t, cos_t), torch.where(negative, -sin_t, sin_t)
 
 
 def sqrt_rn(x: torch.Tensor) -> torch.Tensor:

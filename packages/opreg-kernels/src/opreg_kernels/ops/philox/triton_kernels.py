@@ -200,17 +200,9 @@ def _radius(word, PTX_MATH: tl.constexpr):
 
 
 @triton.jit
-def _flip_sign(x, flip):
-    """``-x`` where ``flip`` (an exact sign flip, -0.0 for 0.0: Triton's ``-x`` is ``0 - x``)."""
-    flipped = x.to(tl.int32, bitcast=True) ^ tl.where(flip, _SIGN_BIT, 0)
-    return flipped.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _box_muller_exact(word1, word2):
-    """``exact.box_muller_exact`` operation for operation (compiled without FMA contraction)."""
+def _exact_radius(word1):
+    """``exact.sqrt_rn(exact.neg_two_log(max(u1, MIN_U1)))``, operation for operation."""
     u1 = tl.maximum(_uniform(word1), _X_MIN_U1)
-    # exact.neg_two_log
     ix = u1.to(tl.int32, bitcast=True) + _X_LOG_BIAS
     k = (ix >> 23) - 0x7F
     f = ((ix & 0x7FFFFF) + _X_LOG_SQRT_HALF).to(tl.float32, bitcast=True) - 1.0
@@ -222,22 +214,42 @@ def _box_muller_exact(word1, word2):
     hfsq = f * f * 0.5
     dk = k.to(tl.float32)
     log = s * (hfsq + (t2 + t1)) + dk * _X_LN2_LO - hfsq + f + dk * _X_LN2_HI
-    r = tl.sqrt_rn(log * -2.0)
-    # exact.cos_sin_of_turns
+    return tl.sqrt_rn(log * -2.0)
+
+
+@triton.jit
+def _exact_turn(word2):
+    """``exact.cos_sin_of_turns`` of ``word2 >> 8`` before its last step: ``(a, b, sign)`` with
+    ``cos = a ^ sign`` and ``sin = b ^ sign`` (``sign``: 0 or the sign bit, as int32)."""
     shifted = (word2 >> 8).to(tl.int32) + _X_HALF_QUADRANT
-    q = (shifted >> _X_QUADRANT_SHIFT) & 3
-    x = ((shifted & _X_QUADRANT_MASK) - _X_HALF_QUADRANT).to(tl.float32) * _X_QUARTER_STEP
+    q = shifted >> _X_QUADRANT_SHIFT
+    j = (shifted & _X_QUADRANT_MASK) - _X_HALF_QUADRANT
+    odd = (q & 1) != 0
+    x = tl.where(odd, -j, j).to(tl.float32) * _X_QUARTER_STEP
     z = x * x
     sin_x = (z * _X_SIN3 + _X_SIN2) * z + _X_SIN1
     sin_x = sin_x * z * x + x
     cos_x = (z * _X_COS3 + _X_COS2) * z + _X_COS1
     cos_x = cos_x * z * z - z * 0.5 + 1.0
-    odd = (q & 1) != 0
-    cos_t = tl.where(odd, sin_x, cos_x)
-    sin_t = tl.where(odd, cos_x, sin_x)
-    cos_t = _flip_sign(cos_t, ((q + 1) & 2) != 0)
-    sin_t = _flip_sign(sin_t, (q & 2) != 0)
-    return r * cos_t, r * sin_t
+    # (q & 2) << 30: the sign bit where q1 is set (Triton's -v would be 0 - v: +0.0 for 0.0).
+    return tl.where(odd, sin_x, cos_x), tl.where(odd, cos_x, sin_x), (q & 2) << 30
+
+
+@triton.jit
+def _flip_sign(x, sign):
+    return (x.to(tl.int32, bitcast=True) ^ sign).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _box_muller_exact(word1, word2):
+    """``exact.box_muller_exact`` operation for operation (compiled without FMA contraction).
+
+    The one difference: the quadrant's sign goes on ``r`` (a sign-bit flip) instead of on
+    cos and sin; a product's sign is the xor of its factors' signs, so the bits are the same.
+    """
+    a, b, sign = _exact_turn(word2)
+    r = _flip_sign(_exact_radius(word1), sign)
+    return r * a, r * b
 
 
 @triton.jit
