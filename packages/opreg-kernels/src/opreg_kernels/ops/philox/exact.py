@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from .reference import philox_words, words_to_uniform
+from .reference import word_blocks, words_to_uniform
 
 __all__ = [
     "EXACT_NAME",
@@ -132,8 +132,14 @@ def box_muller_exact(u1: torch.Tensor, u2: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def philox_normal_exact_rows(seeds: torch.Tensor, n: int, counter: int) -> torch.Tensor:
-    """``(seeds.numel(), n)`` float32 normals: :func:`box_muller_exact` of the uniform pairs."""
+    """``(seeds.numel(), n)`` float32 normals: :func:`box_muller_exact` of the uniform pairs
+    ``(w0, w1)`` and ``(w2, w3)`` of each Philox call, block by block (in cache)."""
     rows, calls = seeds.numel(), (n + 3) // 4
-    pairs = words_to_uniform(philox_words(seeds, calls, counter)).reshape(rows, 2 * calls, 2)
-    z1, z2 = box_muller_exact(pairs[..., 0], pairs[..., 1])
-    return torch.stack([z1, z2], dim=-1).reshape(rows, 4 * calls)[:, :n].contiguous()
+    out = torch.empty((rows, calls, 4), dtype=torch.float32, device=seeds.device)
+    for row_slice, step_slice, words in word_blocks(seeds, calls, counter):
+        w0, w1, w2, w3 = (words_to_uniform(w) for w in words)
+        block = out[row_slice, step_slice]
+        block[..., 0], block[..., 1] = box_muller_exact(w0, w1)
+        block[..., 2], block[..., 3] = box_muller_exact(w2, w3)
+    flat = out.reshape(rows, 4 * calls)
+    return flat if n == 4 * calls else flat[:, :n].contiguous()
