@@ -122,14 +122,17 @@ def word_blocks(
     seeds: torch.Tensor, calls: int, counter: int
 ) -> Iterator[tuple[slice, slice, Words]]:
     """:func:`philox_words` block by block: ``(rows, steps, (w0, w1, w2, w3))``, each word of
-    shape ``(len(rows), len(steps))``; blocks of about ``WORDS_BLOCK`` calls (several rows of
-    few calls, or part of one long row), in row-major order."""
+    shape ``(len(rows), len(steps))``; on CPU, blocks of about ``WORDS_BLOCK`` calls (several
+    rows of few calls, or part of one long row), in row-major order; elsewhere one block."""
     seeds = seeds.reshape(-1, 1)
     rows = seeds.shape[0]
     k0, k1 = seeds & MASK32, (seeds >> 32) & MASK32
     low, high = counter & MASK32, (counter >> 32) & MASK32
-    rows_per_block = max(1, WORDS_BLOCK // max(calls, 1))
-    steps_per_block = min(max(calls, 1), WORDS_BLOCK)
+    # Blocks keep CPU caches warm; elsewhere (the fallback on CUDA tensors) each operation
+    # would be a kernel launch per block: one block.
+    size = WORDS_BLOCK if seeds.device.type == "cpu" else max(rows * calls, 1)
+    rows_per_block = max(1, size // max(calls, 1))
+    steps_per_block = min(max(calls, 1), size)
     for r0 in range(0, rows, rows_per_block):
         r1 = min(r0 + rows_per_block, rows)
         for s0 in range(0, calls, steps_per_block):
