@@ -72,9 +72,9 @@ def _float64_normals(u: torch.Tensor) -> torch.Tensor:
 
 
 def test_error_against_float64_is_a_few_ulp() -> None:
-    """benchmarks/exact_normal_ulp.py measures 2**26 values; here 2**20 (bound 4 ulp, absolute
-    part for references near 0, where float64's own sin/cos of the unreduced angle errs)."""
-    seeds = torch.arange(4) * 7919
+    """benchmarks/exact_normal_ulp.py measures 2**26 values (3.45 ulp); here 2**19 (bound 4 ulp,
+    plus 1e-15 for references near 0, where float64's sin/cos of the unreduced angle errs)."""
+    seeds = torch.arange(2) * 7919
     u = philox_uniform(seeds, 2**18, 2**33)
     ref = _float64_normals(u)
     got = philox_normal_exact(seeds, 2**18, 2**33).double()
@@ -97,9 +97,9 @@ def test_normal_statistics_moments_tails_and_ks() -> None:
     assert (
         torch.corrcoef(torch.stack([z[:, 0::2].flatten(), z[:, 1::2].flatten()]))[0, 1].abs() < 0.01
     )
-    big = philox_normal_exact(torch.arange(16) + 2**40, 2**18).double()
-    default = philox_normal(torch.arange(16) + 2**40, 2**18).double()
-    expected = big.numel() * 2 * scipy_stats.norm.sf(4)  # 265 of 2**22, sd 16
+    big = philox_normal_exact(torch.arange(8) + 2**40, 2**18).double()
+    default = philox_normal(torch.arange(8) + 2**40, 2**18).double()
+    expected = big.numel() * 2 * scipy_stats.norm.sf(4)  # 133 of 2**21, sd 11.5
     beyond4 = int((big.abs() > 4).sum())
     assert abs(beyond4 - expected) < 5 * math.sqrt(expected)
     # Same uniform pairs: the same tail, but for values within rounding of 4.0.
