@@ -14,9 +14,10 @@ packages/opreg-testing/src; ``run_gpu.sh exact`` sets it and writes ``$OUT/exact
 2. The exact kernel's PTX: the number of ``fma`` instructions (0 expected: compiled with
    ``enable_fp_fusion=False``) and of approximate ``.approx`` instructions (0 expected).
 3. Throughput (GB/s of float32 output, median of ``gpu_ms`` as in ``bench_kernels.py``):
-   ``torch.randn``, the default ``philox_normal`` and ``philox_normal_exact`` (the op, and
-   ``launch_rows(..., exact=True)`` for a few launch shapes) on long rows (1024 x 2**18: 1 GiB,
-   the shape of ``bench_kernels.py``'s table; 1024 x 2**20: 4 GiB) and short rows (2**26 x 4).
+   ``torch.randn``, the default ``philox_normal`` and ``philox_normal_exact`` (the op, with
+   the ``EXACT_*`` shapes, and ``launch_rows(..., exact=True)`` for a few launch shapes) on
+   long rows (1024 x 2**18: 1 GiB, the shape of ``bench_kernels.py``'s table; 1024 x 2**20:
+   4 GiB) and short rows (2**26 x 4).
 
 Exit status: 0 if every case is bit-identical, 1 without CUDA, 2 on a mismatch.
 """
@@ -63,8 +64,10 @@ SIZES = (
     ("long rows 1024 x 2^20 (4 GiB)", 1024, 2**20),
     ("short rows 2^26 x 4 (1 GiB)", 2**26, 4),
 )
-#: launch_rows shapes timed for the exact kernel: block, num_warps, loop.
-SHAPES = [(1024, 4, 4), (512, 4, 4), (1024, 8, 4), (2048, 8, 2), (256, 4, 8), (1024, 4, 1)]
+#: launch_rows shapes timed for the exact kernel (block, num_warps, loop), long and short rows.
+#: The first run (2026-12-01): long rows best at 1024 / 8 warps / loop 4, short rows at 256 / 4.
+LONG_SHAPES = [(1024, 8, 4), (1024, 8, 2), (1024, 8, 8), (512, 8, 4), (1024, 16, 4), (2048, 16, 2)]
+SHORT_SHAPES = [(256, 4, 1), (128, 4, 1), (256, 8, 1), (512, 8, 1), (128, 2, 1), (512, 4, 1)]
 
 
 def bits(x: torch.Tensor) -> torch.Tensor:
@@ -167,7 +170,8 @@ def time_size(label: str, rows: int, cols: int, quick: bool) -> Row:
         "exact / default": exact / default,
     }  # fmt: skip
     shapes: dict[str, float] = {}
-    for block, warps, loop in SHAPES[:2] if quick else SHAPES:
+    shapes_of_size = LONG_SHAPES if cols > 4 else SHORT_SHAPES
+    for block, warps, loop in shapes_of_size[:2] if quick else shapes_of_size:
         config = {"block": block, "num_warps": warps, "loop": loop}
         shapes[f"block={block} warps={warps} loop={loop}"] = gbs(
             rows, cols,
@@ -183,7 +187,7 @@ def time_size(label: str, rows: int, cols: int, quick: bool) -> Row:
 
 def fusion_probe() -> Row:
     """What FMA contraction would give: the exact long-row kernel compiled with and without it
-    (1024 x 2**18, block 1024, 4 warps, loop 4; with fusion the values are not exact)."""
+    (1024 x 2**18, block 1024, 8 warps, loop 4; with fusion the values are not exact)."""
     rows, cols, block, loop = 1024, 2**18, 1024, 4
     seeds = torch.arange(rows, device="cuda")
     out = torch.empty((rows, cols), device="cuda")
@@ -193,7 +197,7 @@ def fusion_probe() -> Row:
     def run(fusion: bool) -> None:
         philox._philox_long_rows_kernel[(rows * chunks,)](
             seeds, out, cols, calls, chunks, 0, 0, NORMAL=True, WIDE=False, BLOCK=block,
-            LOOP=loop, FAST_SINCOS=True, PTX_MATH=False, EXACT=True, MASKED=False, num_warps=4,
+            LOOP=loop, FAST_SINCOS=True, PTX_MATH=False, EXACT=True, MASKED=False, num_warps=8,
             enable_fp_fusion=fusion,
         )  # fmt: skip
 

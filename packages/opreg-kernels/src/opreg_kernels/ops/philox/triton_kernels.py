@@ -73,6 +73,14 @@ DEFAULT_PTX_MATH = True
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
 #: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
+#: The exact kernel's launch shapes (``benchmarks/gpu/exact_normal.py`` on an H200): long rows
+#: (at least ``EXACT_LONG_BLOCK`` calls) in programs of 1024 calls on 8 warps (4 calls per
+#: thread), short rows in blocks of 256 calls on 4 warps (2 per thread): its longer math
+#: needs more registers, and fewer calls per thread keep more warps resident.
+EXACT_LONG_BLOCK = 1024
+EXACT_LONG_NUM_WARPS = 8
+EXACT_SHORT_BLOCK = 256
+EXACT_SHORT_NUM_WARPS = 4
 _INT32_LIMIT = 2**31
 #: Whether the kernels below run in Triton's interpreter: asked at import, when ``@triton.jit``
 #: decides it for them (see ``_compiled_launch``).
@@ -418,8 +426,8 @@ def launch_rows(
     counter: int,
     *,
     normal: bool,
-    block: int = DEFAULT_BLOCK,
-    num_warps: int = DEFAULT_NUM_WARPS,
+    block: int | None = None,
+    num_warps: int | None = None,
     loop: int = DEFAULT_LOOP,
     fast_sincos: bool = DEFAULT_FAST_SINCOS,
     ptx_math: bool = DEFAULT_PTX_MATH,
@@ -429,7 +437,8 @@ def launch_rows(
 
     No argument checks here (the op launchers do them); the keywords exist for tuning (see
     ``benchmarks/bench_kernels.py`` and ``benchmarks/gpu/sweep_normal.py``; the ``DEFAULT_*``
-    constants say what each does). ``loop`` applies to long rows, ``fast_sincos`` to normals,
+    constants say what each does; ``block`` and ``num_warps`` left out: ``DEFAULT_*``, or the
+    ``EXACT_*`` shapes with ``exact``). ``loop`` applies to long rows, ``fast_sincos`` to normals,
     ``ptx_math`` to normals where PTX runs (see :func:`_ptx_device`). Plain tensors (eager)
     take the fast launch; other tensors (a compiler-visible op traced by ``torch.compile``) the
     ``torch.library.wrap_triton`` launch. ``exact`` (normals only): the transform of
@@ -456,6 +465,13 @@ def launch_rows(
     # int32: long rows index up to rows * n + 4 * (chunks + 1) * loop * block; short rows
     # reach row (total_calls + block) // calls_per_row, i.e. output offsets below
     # 4 * (total + block + cpr).
+    if exact and block is None:  # the exact kernel's own shapes (EXACT_* constants)
+        long = calls_per_row >= EXACT_LONG_BLOCK
+        block = EXACT_LONG_BLOCK if long else EXACT_SHORT_BLOCK
+        if num_warps is None:
+            num_warps = EXACT_LONG_NUM_WARPS if long else EXACT_SHORT_NUM_WARPS
+    block = DEFAULT_BLOCK if block is None else block
+    num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     if calls_per_row >= block:
         # A program covers loop * block calls (no more than a row's whole blocks). Small outputs
         # (8 to 128 rows of 2^18 to 2^21 values, H200) took the same time with loop=1.
