@@ -6,11 +6,15 @@
 
 Sections (all measured in one run, side by side):
   import     what ``import opreg_kernels`` adds to ``import torch`` (fresh interpreters)
-  bandwidth  fused_add vs torch.add at 1 GiB per tensor; philox_uniform / philox_normal
-             writing 1 GiB vs torch.rand / torch.randn of the same shape (CUDA)
+  bandwidth  fused_add vs torch.add at 1 GiB per tensor; philox_uniform / philox_normal /
+             philox_normal_exact writing 1 GiB vs torch.rand / torch.randn of the same shape
+             (CUDA)
   overhead   host time per call on tiny CUDA tensors: the opreg op vs launching the same
              Triton kernel directly, vs its launcher function, vs custom_op+register_kernel
-  accuracy   philox_uniform bit-identity and philox_normal max error, CUDA vs CPU fallback
+  accuracy   philox_uniform bit-identity and philox_normal max error, CUDA vs CPU fallback;
+             philox_normal_exact's mismatches (0 expected: bit-identical)
+  cpu        the Philox fallbacks on CPU tensors (16 x 2^20 normals) vs torch.randn on CPU
+             (runs without CUDA; ``--threads`` sets torch's CPU threads)
   sweep      (with --sweep) block size / warps of the kernels, to choose the defaults
 Timings are medians; GPU times come from CUDA events around each call. Host times are
 taken in interleaved rounds (every row once per round) and ratios are medians of the ratios
@@ -204,17 +208,20 @@ def _add_bandwidth() -> Row:
 def _philox_bandwidth(label: str, rows: int, cols: int) -> list[Row]:
     """philox_uniform / philox_normal writing ``rows x cols`` float32 vs torch.rand / randn."""
     from opreg_kernels import philox_normal, philox_uniform
+    from opreg_kernels.ops.philox import philox_normal_exact
 
     seeds = torch.arange(rows, device="cuda")
     t_rand = gpu_ms(lambda: torch.rand(rows, cols, device="cuda"))
     t_uni = gpu_ms(lambda: philox_uniform(seeds, cols))
     t_randn = gpu_ms(lambda: torch.randn(rows, cols, device="cuda"))
     t_norm = gpu_ms(lambda: philox_normal(seeds, cols))
+    t_exact = gpu_ms(lambda: philox_normal_exact(seeds, cols))
     free_memory()
     nbytes = rows * cols * 4
     return [
         _bw_row(f"philox_uniform {label}", "torch.rand", nbytes, t_uni, t_rand, 1.4),
         _bw_row(f"philox_normal {label}", "torch.randn", nbytes, t_norm, t_randn, 1.5),
+        _bw_row(f"philox_normal_exact {label}", "torch.randn", nbytes, t_exact, t_randn, 1.3),
     ]
 
 
@@ -329,6 +336,7 @@ def _custom_ops(
 
 def bench_accuracy() -> list[Row]:
     from opreg_kernels import philox_normal, philox_uniform
+    from opreg_kernels.ops.philox import philox_normal_exact
 
     seeds = torch.arange(256, device="cuda") * 7919 - 10**6
     rows: list[Row] = []
@@ -338,6 +346,8 @@ def bench_accuracy() -> list[Row]:
         norm = philox_normal(seeds, 65536, counter).cpu()
         norm_ref = philox_normal.fallback(seeds.cpu(), 65536, counter)
         norm_cuda_fallback = philox_normal.fallback(seeds, 65536, counter).cpu()
+        exact = philox_normal_exact(seeds, 65536, counter).cpu().view(torch.int32)
+        exact_ref = philox_normal_exact.fallback(seeds.cpu(), 65536, counter).view(torch.int32)
         err = (norm - norm_ref).abs()
         rel = err / norm_ref.abs().clamp_min(1e-3)
         rows.append({
@@ -346,10 +356,44 @@ def bench_accuracy() -> list[Row]:
             "normal max |err|": err.max().item(),
             "normal max rel err (|z|>1e-3)": rel.max().item(),
             "torch-CUDA fallback max |err|": (norm_cuda_fallback - norm_ref).abs().max().item(),
+            "exact: values that differ": int((exact != exact_ref).sum()),
             "values": uni.numel(),
         })  # fmt: skip
     print_table("accuracy: Triton on CUDA vs the PyTorch fallback on CPU", rows, list(rows[0]))
     return rows
+
+
+def bench_cpu(rows: int = 16, cols: int = 2**20, repeats: int = 5) -> list[Row]:
+    """The Philox fallbacks on CPU tensors vs torch.randn on CPU (medians, interleaved)."""
+    from opreg_kernels import philox_normal, philox_uniform
+    from opreg_kernels.ops.philox import philox_normal_exact
+
+    seeds = torch.arange(rows)
+    calls: dict[str, Callable[[], Any]] = {
+        "torch.randn": lambda: torch.randn(rows, cols),
+        "philox_uniform fallback": lambda: philox_uniform.fallback(seeds, cols),
+        "philox_normal fallback": lambda: philox_normal.fallback(seeds, cols),
+        "philox_normal_exact fallback": lambda: philox_normal_exact.fallback(seeds, cols),
+    }
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(times["torch.randn"])
+    found = [
+        {
+            "op": name, "values": rows * cols, "ms": 1e3 * statistics.median(t),
+            "ns/value": 1e9 * statistics.median(t) / (rows * cols),
+            "x torch.randn time": statistics.median(t) / base, "threads": torch.get_num_threads(),
+        }
+        for name, t in times.items()
+    ]  # fmt: skip
+    print_table(f"CPU: {rows} x {cols} float32 on CPU tensors", found, list(found[0]))
+    return found
 
 
 def bench_sweep() -> list[Row]:
@@ -460,13 +504,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sections", default="import,bandwidth,overhead,accuracy")
+    parser.add_argument("--sections", default="import,bandwidth,overhead,accuracy,cpu")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (section cpu)")
     parser.add_argument("--sweep", action="store_true", help="also run the configuration sweep")
     parser.add_argument("--json", help="write all results to this file")
     args = parser.parse_args()
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     if args.sweep:
         sections.append("sweep")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     results: dict[str, Any] = {"environment": environment()}
     print("# opreg-kernels benchmark\n")
     for key, value in results["environment"].items():
@@ -476,12 +523,13 @@ def main() -> None:
         "bandwidth": bench_bandwidth,
         "overhead": bench_overhead,
         "accuracy": bench_accuracy,
+        "cpu": bench_cpu,
         "sweep": bench_sweep,
     }
     for section in sections:
         if section not in runners:
             parser.error(f"unknown section {section!r} (choose from {', '.join(runners)})")
-        if section != "import" and not torch.cuda.is_available():
+        if section not in ("import", "cpu") and not torch.cuda.is_available():
             print(f"\n## {section}: skipped (needs CUDA)")
             continue
         results[section] = runners[section]()

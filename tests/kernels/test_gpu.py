@@ -183,3 +183,30 @@ def test_cached_launches_match_for_every_specialisation() -> None:
         assert torch.equal(
             philox_uniform(seeds.to("cuda:1"), 16).cpu(), philox_uniform.fallback(seeds.cpu(), 16)
         )
+
+
+def test_philox_normal_exact_matches_the_cpu_fallback_bit_for_bit_on_2_26_values() -> None:
+    """The exact op's CUDA kernel against its CPU fallback, 2**26 values: long rows at a
+    counter whose low word wraps, odd-length rows past 2**32 calls, and many short rows
+    (benchmarks/gpu/exact_normal.py checks 3.6 * 2**26 more, and times the op)."""
+    from opreg_kernels.ops.philox import philox_normal_exact
+
+    cases = [
+        (torch.arange(32) * 7919 - 10**6, 2**20, 2**32 - 100),
+        (torch.arange(16) * 2**33 + 5, 2**20 + 3, 2**40 + 12345),
+        (torch.arange(2**22) * 31 - 2**62, 4, 7),
+    ]
+    total = 0
+    for seeds, n, counter in cases:
+        rows = max(1, 2**22 // n)  # CPU chunks of about 2**22 values
+        for start in range(0, len(seeds), rows):
+            part = seeds[start : start + rows]
+            got = philox_normal_exact(part.cuda(), n, counter).cpu().view(torch.int32)
+            expected = philox_normal_exact.fallback(part, n, counter).view(torch.int32)
+            differ = (got != expected).nonzero()
+            assert differ.numel() == 0, (
+                f"n={n} counter={counter}: {len(differ)} values differ, first at (row, col) "
+                f"{differ[0].tolist()} of the chunk from row {start}"
+            )
+            total += got.numel()
+    assert total >= 2**26

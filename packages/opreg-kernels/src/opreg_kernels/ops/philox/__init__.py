@@ -25,9 +25,10 @@ from opreg_core import SampleInput
 
 from ..._register import register_triton_op
 from .._arguments import check_philox_args
+from .exact import EXACT_NAME, philox_normal_exact_rows
 from .reference import NORMAL_NAME, UNIFORM_NAME, philox_normal_rows, philox_uniform_rows
 
-__all__ = ["philox_normal", "philox_uniform"]
+__all__ = ["philox_normal", "philox_normal_exact", "philox_uniform"]
 
 _KERNELS = "opreg_kernels.ops.philox.triton_kernels"
 
@@ -62,6 +63,7 @@ def _sample_inputs(device: torch.device) -> Iterator[SampleInput]:
 
 _uniform_fallback = _rows(UNIFORM_NAME, philox_uniform_rows, 1)
 _normal_fallback = _rows(NORMAL_NAME, philox_normal_rows, 1)
+_exact_fallback = _rows(EXACT_NAME, philox_normal_exact_rows, 1)
 
 
 @register_triton_op(
@@ -106,3 +108,28 @@ def philox_normal(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor
     values measured on an H200 (tests allow 4e-6).
     """
     return _normal_fallback(seeds, n, counter)
+
+
+@register_triton_op(
+    name="opreg::philox_normal_exact",
+    sharding="rowwise",  # each row depends on its seed only: shard over seeds, same values
+    fake_fn=_fake(EXACT_NAME, 1),
+    triton_fn=f"{_KERNELS}:launch_normal_exact",
+    vmap_fn=_rows(EXACT_NAME, philox_normal_exact_rows, 2),
+    fake_vmap_fn=_fake(EXACT_NAME, 2),
+    triton_vmap_fn=f"{_KERNELS}:launch_normal_exact_batched",
+    differentiable=False,
+    sample_inputs=_sample_inputs,
+)
+def philox_normal_exact(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
+    """``(len(seeds), n)`` float32 standard normals, the same bits on every device and backend.
+
+    Box-Muller of the same uniform pairs as ``philox_normal`` (outputs ``2j``, ``2j+1`` from
+    the uniforms at those positions), with log, sqrt, sin and cos written out as float32
+    adds, multiplies, one correctly rounded division and square root, and bit operations
+    (:mod:`opreg_kernels.ops.philox.exact`): the CPU fallback, Triton's interpreter and the
+    CUDA kernel (compiled without FMA contraction) agree bit for bit. Error against float64:
+    a few ulp (``benchmarks/exact_normal_ulp.py``). A separate op rather than a keyword of
+    ``philox_normal``, so that op keeps its schema, values and speed.
+    """
+    return _exact_fallback(seeds, n, counter)

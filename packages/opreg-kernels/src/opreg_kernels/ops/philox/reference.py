@@ -8,6 +8,7 @@ exact on every device and never relies on signed-overflow behaviour.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 
@@ -28,6 +29,7 @@ __all__ = [
     "philox_normal_rows",
     "philox_uniform_rows",
     "philox_words",
+    "word_blocks",
     "words_to_uniform",
 ]
 
@@ -75,21 +77,84 @@ def philox4x32(
     return c0, c1, c2, c3
 
 
+#: Philox calls per block of :func:`word_blocks`: its buffers (7 int64 tensors of this many
+#: elements, 1.8 MB) stay near a core's L2 cache: ~15x faster than whole rows of 2**18 calls.
+WORDS_BLOCK = 2**15
+
+
+def _mulhilo32_into(
+    m: int, x: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, t: torch.Tensor
+) -> None:
+    """:func:`mulhilo32` written into ``hi`` and ``lo`` (``t``: scratch), the same operations."""
+    torch.mul(x, m & 0xFFFF, out=lo)  # < 2**48
+    torch.mul(x, m >> 16, out=hi)  # < 2**48
+    torch.bitwise_and(hi, 0xFFFF, out=t)
+    t.bitwise_left_shift_(16).add_(lo)  # mid < 2**49
+    hi.bitwise_right_shift_(16)
+    torch.bitwise_right_shift(t, 32, out=lo)
+    hi.add_(lo)
+    torch.bitwise_and(t, MASK32, out=lo)
+
+
+def _philox_block(key: tuple[torch.Tensor, torch.Tensor], c0: torch.Tensor, c1: int) -> Words:
+    """:func:`philox4x32` (10 rounds) of counters ``(c0, c1, 0, 0)``, ``c0`` of shape
+    ``(rows, steps)``, keys ``(rows, 1)``, in place in preallocated buffers."""
+    shape = c0.shape
+    words = [c0, torch.full(shape, c1, dtype=torch.int64, device=c0.device)]
+    words += [torch.zeros(shape, dtype=torch.int64, device=c0.device) for _ in range(2)]
+    hi0, lo0, hi1, lo1, t = (torch.empty_like(c0) for _ in range(5))
+    k0, k1 = key
+    for i in range(PHILOX_ROUNDS):
+        if i:
+            k0 = (k0 + PHILOX_W0) & MASK32
+            k1 = (k1 + PHILOX_W1) & MASK32
+        c0, c1_, c2, c3 = words
+        _mulhilo32_into(PHILOX_M0, c0, hi0, lo0, t)
+        _mulhilo32_into(PHILOX_M1, c2, hi1, lo1, t)
+        hi1.bitwise_xor_(c1_).bitwise_xor_(k0)
+        hi0.bitwise_xor_(c3).bitwise_xor_(k1)
+        # (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0); the old words become the next buffers.
+        words, (hi1, lo1, hi0, lo0) = [hi1, lo1, hi0, lo0], (c0, c1_, c2, c3)
+    return words[0], words[1], words[2], words[3]
+
+
+def word_blocks(
+    seeds: torch.Tensor, calls: int, counter: int
+) -> Iterator[tuple[slice, slice, Words]]:
+    """:func:`philox_words` block by block: ``(rows, steps, (w0, w1, w2, w3))``, each word of
+    shape ``(len(rows), len(steps))``; on CPU, blocks of about ``WORDS_BLOCK`` calls (several
+    rows of few calls, or part of one long row), in row-major order; elsewhere one block."""
+    seeds = seeds.reshape(-1, 1)
+    rows = seeds.shape[0]
+    k0, k1 = seeds & MASK32, (seeds >> 32) & MASK32
+    low, high = counter & MASK32, (counter >> 32) & MASK32
+    # Blocks keep CPU caches warm; elsewhere (the fallback on CUDA tensors) each operation
+    # would be a kernel launch per block: one block.
+    size = WORDS_BLOCK if seeds.device.type == "cpu" else max(rows * calls, 1)
+    rows_per_block = max(1, size // max(calls, 1))
+    steps_per_block = min(max(calls, 1), size)
+    for r0 in range(0, rows, rows_per_block):
+        r1 = min(r0 + rows_per_block, rows)
+        for s0 in range(0, calls, steps_per_block):
+            s1 = min(s0 + steps_per_block, calls)
+            steps = torch.arange(s0, s1, dtype=torch.int64, device=seeds.device)
+            c0 = ((steps + low) & MASK32).expand(r1 - r0, s1 - s0).contiguous()
+            yield slice(r0, r1), slice(s0, s1), _philox_block((k0[r0:r1], k1[r0:r1]), c0, high)
+
+
 def philox_words(seeds: torch.Tensor, calls: int, counter: int) -> torch.Tensor:
     """The uint32 words (int64 tensor of shape ``(len(seeds), 4 * calls)``) of each seed's stream.
 
     Call ``k`` of a row uses key ``(seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF)``
     and counter ``((counter + k) mod 2**32, counter >> 32, 0, 0)``.
     """
-    seeds = seeds.reshape(-1, 1)
-    key = (seeds & MASK32, (seeds >> 32) & MASK32)
-    steps = torch.arange(calls, dtype=torch.int64, device=seeds.device).reshape(1, -1)
-    zero = torch.zeros((1, 1), dtype=torch.int64, device=seeds.device)
-    c0 = ((counter & MASK32) + steps) & MASK32
-    c1 = zero + ((counter >> 32) & MASK32)
-    words = philox4x32((c0, c1, zero, zero), key)
-    shape = (seeds.shape[0], calls)
-    return torch.stack([w.expand(shape) for w in words], dim=-1).reshape(seeds.shape[0], 4 * calls)
+    rows = seeds.numel()
+    out = torch.empty((rows, calls, 4), dtype=torch.int64, device=seeds.device)
+    for row_slice, step_slice, words in word_blocks(seeds, calls, counter):
+        block = out[row_slice, step_slice]
+        for j, word in enumerate(words):
+            block[..., j] = word
+    return out.reshape(rows, 4 * calls)
 
 
 def words_to_uniform(words: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ import triton.language as tl
 from ..._availability import triton_interpreted
 from ..._compiled_launch import FastLaunch, int_spec
 from .._arguments import check_philox_args
+from . import exact as _exact
 from .reference import (
     BOX_MULLER_MIN_U1,
     NORMAL_NAME,
@@ -42,6 +43,8 @@ __all__ = [
     "DEFAULT_NUM_WARPS",
     "launch_normal",
     "launch_normal_batched",
+    "launch_normal_exact",
+    "launch_normal_exact_batched",
     "launch_rows",
     "launch_uniform",
     "launch_uniform_batched",
@@ -70,6 +73,14 @@ DEFAULT_PTX_MATH = True
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
 #: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
+#: The exact kernel's launch shapes (``benchmarks/gpu/exact_normal.py`` on an H200): long rows
+#: (at least ``EXACT_LONG_BLOCK`` calls) in programs of 1024 calls on 8 warps (4 calls per
+#: thread), short rows in blocks of 256 calls on 4 warps (2 per thread): its longer math
+#: needs more registers, and fewer calls per thread keep more warps resident.
+EXACT_LONG_BLOCK = 1024
+EXACT_LONG_NUM_WARPS = 8
+EXACT_SHORT_BLOCK = 256
+EXACT_SHORT_NUM_WARPS = 4
 _INT32_LIMIT = 2**31
 #: Whether the kernels below run in Triton's interpreter: asked at import, when ``@triton.jit``
 #: decides it for them (see ``_compiled_launch``).
@@ -97,6 +108,27 @@ _TWO_OVER_PI: tl.constexpr = tl.constexpr(0.6366197723675814)
 _NEG_TWO_LN2: tl.constexpr = tl.constexpr(-1.3862943611198906)
 _SERIES_BELOW: tl.constexpr = tl.constexpr(0.03125)
 _TWO_THIRDS: tl.constexpr = tl.constexpr(0.6666666666666666)
+
+# The exact transform's constants (:mod:`opreg_kernels.ops.philox.exact`, all float32 values).
+_X_LN2_HI: tl.constexpr = tl.constexpr(_exact.LN2_HI)
+_X_LN2_LO: tl.constexpr = tl.constexpr(_exact.LN2_LO)
+_X_LG1: tl.constexpr = tl.constexpr(_exact.LG1)
+_X_LG2: tl.constexpr = tl.constexpr(_exact.LG2)
+_X_LG3: tl.constexpr = tl.constexpr(_exact.LG3)
+_X_LG4: tl.constexpr = tl.constexpr(_exact.LG4)
+_X_LOG_BIAS: tl.constexpr = tl.constexpr(_exact.LOG_BIAS)
+_X_LOG_SQRT_HALF: tl.constexpr = tl.constexpr(_exact.LOG_SQRT_HALF)
+_X_SIN1: tl.constexpr = tl.constexpr(_exact.SIN1)
+_X_SIN2: tl.constexpr = tl.constexpr(_exact.SIN2)
+_X_SIN3: tl.constexpr = tl.constexpr(_exact.SIN3)
+_X_COS1: tl.constexpr = tl.constexpr(_exact.COS1)
+_X_COS2: tl.constexpr = tl.constexpr(_exact.COS2)
+_X_COS3: tl.constexpr = tl.constexpr(_exact.COS3)
+_X_QUARTER_STEP: tl.constexpr = tl.constexpr(_exact.QUARTER_STEP)
+_X_QUADRANT_SHIFT: tl.constexpr = tl.constexpr(_exact.QUADRANT_SHIFT)
+_X_HALF_QUADRANT: tl.constexpr = tl.constexpr(_exact.HALF_QUADRANT)
+_X_QUADRANT_MASK: tl.constexpr = tl.constexpr(_exact.QUADRANT_MASK)
+_X_MIN_U1: tl.constexpr = tl.constexpr(_exact.MIN_U1_F32)
 
 
 @triton.jit
@@ -176,6 +208,59 @@ def _radius(word, PTX_MATH: tl.constexpr):
 
 
 @triton.jit
+def _exact_radius(word1):
+    """``exact.sqrt_rn(exact.neg_two_log(max(u1, MIN_U1)))``, operation for operation."""
+    u1 = tl.maximum(_uniform(word1), _X_MIN_U1)
+    ix = u1.to(tl.int32, bitcast=True) + _X_LOG_BIAS
+    k = (ix >> 23) - 0x7F
+    f = ((ix & 0x7FFFFF) + _X_LOG_SQRT_HALF).to(tl.float32, bitcast=True) - 1.0
+    s = tl.div_rn(f, f + 2.0)
+    z = s * s
+    w = z * z
+    t1 = w * (w * _X_LG4 + _X_LG2)
+    t2 = z * (w * _X_LG3 + _X_LG1)
+    hfsq = f * f * 0.5
+    dk = k.to(tl.float32)
+    log = s * (hfsq + (t2 + t1)) + dk * _X_LN2_LO - hfsq + f + dk * _X_LN2_HI
+    return tl.sqrt_rn(log * -2.0)
+
+
+@triton.jit
+def _exact_turn(word2):
+    """``exact.cos_sin_of_turns`` of ``word2 >> 8`` before its last step: ``(a, b, sign)`` with
+    ``cos = a ^ sign`` and ``sin = b ^ sign`` (``sign``: 0 or the sign bit, as int32)."""
+    shifted = (word2 >> 8).to(tl.int32) + _X_HALF_QUADRANT
+    q = shifted >> _X_QUADRANT_SHIFT
+    j = (shifted & _X_QUADRANT_MASK) - _X_HALF_QUADRANT
+    odd = (q & 1) != 0
+    x = tl.where(odd, -j, j).to(tl.float32) * _X_QUARTER_STEP
+    z = x * x
+    sin_x = (z * _X_SIN3 + _X_SIN2) * z + _X_SIN1
+    sin_x = sin_x * z * x + x
+    cos_x = (z * _X_COS3 + _X_COS2) * z + _X_COS1
+    cos_x = cos_x * z * z - z * 0.5 + 1.0
+    # (q & 2) << 30: the sign bit where q1 is set (Triton's -v would be 0 - v: +0.0 for 0.0).
+    return tl.where(odd, sin_x, cos_x), tl.where(odd, cos_x, sin_x), (q & 2) << 30
+
+
+@triton.jit
+def _flip_sign(x, sign):
+    return (x.to(tl.int32, bitcast=True) ^ sign).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _box_muller_exact(word1, word2):
+    """``exact.box_muller_exact`` operation for operation (compiled without FMA contraction).
+
+    The one difference: the quadrant's sign goes on ``r`` (a sign-bit flip) instead of on
+    cos and sin; a product's sign is the xor of its factors' signs, so the bits are the same.
+    """
+    a, b, sign = _exact_turn(word2)
+    r = _flip_sign(_exact_radius(word1), sign)
+    return r * a, r * b
+
+
+@triton.jit
 def _box_muller(word1, word2, FAST_SINCOS: tl.constexpr, PTX_MATH: tl.constexpr):
     """The two normals of the uniform pair of Philox words ``word1``, ``word2``."""
     r = _radius(word1, PTX_MATH)
@@ -196,6 +281,7 @@ def _philox_values(
     NORMAL: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
+    EXACT: tl.constexpr,
 ):
     """``(len(step), 4)`` outputs of Philox calls ``step`` of the row keyed by ``seed``."""
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
@@ -205,7 +291,10 @@ def _philox_values(
     c1 = tl.zeros_like(c0) + counter_hi.to(tl.uint32, bitcast=True)
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox4x32_10(c0, c1, zero, zero, k0, k1)
-    if NORMAL:
+    if EXACT:
+        v0, v1 = _box_muller_exact(w0, w1)
+        v2, v3 = _box_muller_exact(w2, w3)
+    elif NORMAL:
         v0, v1 = _box_muller(w0, w1, FAST_SINCOS, PTX_MATH)
         v2, v3 = _box_muller(w2, w3, FAST_SINCOS, PTX_MATH)
     else:
@@ -229,11 +318,14 @@ def _store_calls(
     NORMAL: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
+    EXACT: tl.constexpr,
     MASKED: tl.constexpr,
 ):
     """Store the outputs of Philox calls ``step`` at ``row_ptr + 4 * step`` (the row's start),
     with ``MASKED`` only where ``active`` and below the row's ``n`` values."""
-    values = _philox_values(seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH)
+    values = _philox_values(
+        seed, step, counter_lo, counter_hi, NORMAL, FAST_SINCOS, PTX_MATH, EXACT
+    )
     col = 4 * step[:, None] + tl.arange(0, 4)[None, :]
     if MASKED:
         tl.store(row_ptr + col, values, mask=active[:, None] & (col < n))
@@ -256,6 +348,7 @@ def _philox_long_rows_kernel(
     LOOP: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
+    EXACT: tl.constexpr = False,
     MASKED: tl.constexpr = True,
 ):
     """Program ``pid`` computes calls ``[chunk*BLOCK*LOOP, (chunk+1)*BLOCK*LOOP)`` of one row,
@@ -277,7 +370,7 @@ def _philox_long_rows_kernel(
             step = start + tl.arange(0, BLOCK)
             _store_calls(
                 row_ptr, seed, step, step < calls_per_row, n, counter_lo, counter_hi, NORMAL,
-                FAST_SINCOS, PTX_MATH, MASKED,
+                FAST_SINCOS, PTX_MATH, EXACT, MASKED,
             )  # fmt: skip
 
 
@@ -295,6 +388,7 @@ def _philox_short_rows_kernel(
     BLOCK: tl.constexpr,
     FAST_SINCOS: tl.constexpr,
     PTX_MATH: tl.constexpr,
+    EXACT: tl.constexpr = False,
     MASKED: tl.constexpr = True,
 ):
     """Program ``pid`` computes flat calls ``[pid*BLOCK, (pid+1)*BLOCK)`` of all rows.
@@ -313,7 +407,7 @@ def _philox_short_rows_kernel(
     seed = tl.load(seeds_ptr + row, mask=active, other=0)
     _store_calls(
         out_ptr + row[:, None] * n, seed, step, active, n, counter_lo, counter_hi, NORMAL,
-        FAST_SINCOS, PTX_MATH, MASKED,
+        FAST_SINCOS, PTX_MATH, EXACT, MASKED,
     )  # fmt: skip
 
 
@@ -332,20 +426,24 @@ def launch_rows(
     counter: int,
     *,
     normal: bool,
-    block: int = DEFAULT_BLOCK,
-    num_warps: int = DEFAULT_NUM_WARPS,
+    block: int | None = None,
+    num_warps: int | None = None,
     loop: int = DEFAULT_LOOP,
     fast_sincos: bool = DEFAULT_FAST_SINCOS,
     ptx_math: bool = DEFAULT_PTX_MATH,
+    exact: bool = False,
 ) -> torch.Tensor:
     """Launch a Philox kernel for the flattened ``seeds``: returns ``(seeds.numel(), n)`` float32.
 
     No argument checks here (the op launchers do them); the keywords exist for tuning (see
     ``benchmarks/bench_kernels.py`` and ``benchmarks/gpu/sweep_normal.py``; the ``DEFAULT_*``
-    constants say what each does). ``loop`` applies to long rows, ``fast_sincos`` to normals,
+    constants say what each does; ``block`` and ``num_warps`` left out: ``DEFAULT_*``, or the
+    ``EXACT_*`` shapes with ``exact``). ``loop`` applies to long rows, ``fast_sincos`` to normals,
     ``ptx_math`` to normals where PTX runs (see :func:`_ptx_device`). Plain tensors (eager)
     take the fast launch; other tensors (a compiler-visible op traced by ``torch.compile``) the
-    ``torch.library.wrap_triton`` launch.
+    ``torch.library.wrap_triton`` launch. ``exact`` (normals only): the transform of
+    :mod:`opreg_kernels.ops.philox.exact`, compiled with ``enable_fp_fusion=False`` and
+    launched through ``kernel[grid]`` (the fast launch cannot pass compile options).
     """
     if seeds.dim() != 1:
         seeds = seeds.reshape(-1)
@@ -367,6 +465,13 @@ def launch_rows(
     # int32: long rows index up to rows * n + 4 * (chunks + 1) * loop * block; short rows
     # reach row (total_calls + block) // calls_per_row, i.e. output offsets below
     # 4 * (total + block + cpr).
+    if exact and block is None:  # the exact kernel's own shapes (EXACT_* constants)
+        long = calls_per_row >= EXACT_LONG_BLOCK
+        block = EXACT_LONG_BLOCK if long else EXACT_SHORT_BLOCK
+        if num_warps is None:
+            num_warps = EXACT_LONG_NUM_WARPS if long else EXACT_SHORT_NUM_WARPS
+    block = DEFAULT_BLOCK if block is None else block
+    num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     if calls_per_row >= block:
         # A program covers loop * block calls (no more than a row's whole blocks). Small outputs
         # (8 to 128 rows of 2^18 to 2^21 values, H200) took the same time with loop=1.
@@ -383,18 +488,21 @@ def launch_rows(
         launch, size, grid = _short_rows, total_calls, (total_calls + block - 1) // block
         whole_blocks = total_calls % block == 0
         loops = {}
-    ptx_math = ptx_math and normal and _ptx_device(seeds.device)
+    ptx_math = ptx_math and normal and not exact and _ptx_device(seeds.device)
     masked = not (whole_blocks and n == 4 * calls_per_row)
     # In signature order: the fast launch passes them by position.
     constexprs = {
         "NORMAL": normal, "WIDE": wide, "BLOCK": block, **loops,
-        "FAST_SINCOS": fast_sincos, "PTX_MATH": ptx_math, "MASKED": masked,
+        "FAST_SINCOS": fast_sincos, "PTX_MATH": ptx_math, "EXACT": exact and normal,
+        "MASKED": masked,
     }  # fmt: skip
+    args = (seeds, out, n, calls_per_row, size, lo, hi)
+    if exact:  # no contraction of a * b + c into an fma: the same roundings as the fallback
+        launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
+        return out
     if type(seeds) is not torch.Tensor:  # traced for the compiler: the kernel goes into the graph
         kernel = launch.fn
-        torch.library.wrap_triton(kernel)[(grid,)](
-            seeds, out, n, calls_per_row, size, lo, hi, **constexprs, num_warps=num_warps
-        )
+        torch.library.wrap_triton(kernel)[(grid,)](*args, **constexprs, num_warps=num_warps)
         return out
     device = seeds.get_device()
     key = (
@@ -402,7 +510,7 @@ def launch_rows(
         int_spec(n), int_spec(calls_per_row), int_spec(size),
         normal, wide, block, num_warps, fast_sincos, ptx_math, masked, loop,
     )  # fmt: skip
-    launch(key, grid, device, (seeds, out, n, calls_per_row, size, lo, hi), num_warps, constexprs)
+    launch(key, grid, device, args, num_warps, constexprs)
     return out
 
 
@@ -416,6 +524,18 @@ def launch_normal(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor
     """Triton launcher of ``opreg::philox_normal``."""
     check_philox_args(NORMAL_NAME, seeds, n, counter)
     return launch_rows(seeds, n, counter, normal=True)
+
+
+def launch_normal_exact(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
+    """Triton launcher of ``opreg::philox_normal_exact``."""
+    check_philox_args(_exact.EXACT_NAME, seeds, n, counter)
+    return launch_rows(seeds, n, counter, normal=True, exact=True)
+
+
+def launch_normal_exact_batched(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
+    """Triton launcher of the batched ``philox_normal_exact``: seeds ``(B, S)`` -> ``(B, S, n)``."""
+    check_philox_args(_exact.EXACT_NAME, seeds, n, counter, seed_dims=2)
+    return launch_rows(seeds, n, counter, normal=True, exact=True).reshape(*seeds.shape, n)
 
 
 def launch_uniform_batched(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.Tensor:
