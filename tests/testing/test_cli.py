@@ -164,7 +164,12 @@ def test_usage_errors_exit_2_with_one_line(
 def test_shipped_kernels_main_job(capsys: pytest.CaptureFixture[str]) -> None:
     """On cpu alone a Triton op runs its fallback: not green, naming op, kernel and fix."""
     pytest.importorskip("opreg_kernels")
-    names = ("opreg::fused_add", "opreg::philox_uniform", "opreg::philox_normal")
+    names = (
+        "opreg::fused_add",
+        "opreg::philox_uniform",
+        "opreg::philox_normal",
+        "opreg::philox_normal_exact",
+    )
     command = ["check", "opreg_kernels", "--checks", "fake,kernel", "-q"]
     assert main([*command, "--device", "cpu"]) == 1
     out = capsys.readouterr().out
@@ -174,7 +179,7 @@ def test_shipped_kernels_main_job(capsys: pytest.CaptureFixture[str]) -> None:
         "this run (cpu) do not include triton-cpu, where it runs on CPU: add it "
         "(--device triton-cpu, or --opreg-device=triton-cpu under pytest)" in out
     )
-    assert "3 passed, 0 failed, 3 skipped (3 ops), 3 Triton kernel(s) not run in " in out
+    assert "4 passed, 0 failed, 4 skipped (4 ops), 4 Triton kernel(s) not run in " in out
     assert main([*command, "--device", "cpu", "--allow-unchecked"]) == 0
     assert "Not checked (accepted by --allow-unchecked):" in capsys.readouterr().out
     assert main([*command, "--device", "cpu,triton-cpu"]) == 0
@@ -205,6 +210,7 @@ def test_main_job_runs_triton_kernels_on_cpu_in_a_fresh_process() -> None:
         "opreg::fused_add": "triton",
         "opreg::philox_uniform": "triton",
         "opreg::philox_normal": "triton",
+        "opreg::philox_normal_exact": "triton",
     }
 
 

@@ -27,7 +27,7 @@ from ._errors import TritonKernelError
 from ._kernel_info import TritonKernelInfo, triton_kernel_info
 from ._register import TritonOpOptions, register_triton_op
 from .ops.fused_add import fused_add
-from .ops.philox import philox_normal, philox_uniform
+from .ops.philox import philox_normal, philox_normal_exact, philox_uniform
 
 __version__ = "0.1.0"
 
@@ -42,6 +42,7 @@ __all__ = [
     "fused_add",
     "has_triton",
     "philox_normal",
+    "philox_normal_exact",
     "philox_uniform",
     "register_triton_device_type",
     "register_triton_op",
