@@ -477,13 +477,6 @@ def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
     op = register_vmap_op(lists, name=f"{ns}::lists",
                           fake_fn=lambda xs: torch.empty_like(xs[0]))  # fmt: skip
     assert type(op).__dict__["__call__"] is op.overload._op
-    m = register_vmap_op(
-        lambda x, *, k: x * k,
-        schema="(Tensor x, *, float k) -> Tensor",
-        name=f"{ns}::kw",
-        fake_fn=lambda x, *, k: torch.empty_like(x),
-    )
-    assert type(m).__dict__["__call__"] is m.overload._op
     optional = register_vmap_op(
         lambda x, y: None, schema="(Tensor x, Tensor(a!)? y) -> ()", name=f"{ns}::opt_written",
         mutates_args=("y",), fake_fn=lambda x, y: None,
@@ -606,3 +599,86 @@ def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns
     finally:
         _direct_call._PLAIN_KEYS.clear()
         _direct_call._PLAIN_KEYS.update(saved)
+
+
+# -- keyword-only arguments --------------------------------------------------------------------
+
+
+def _affine(x: torch.Tensor, *, w: torch.Tensor, k: float = 2.0) -> torch.Tensor:
+    return x * w * k
+
+
+def _affine_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, k = inputs  # every argument, in declaration order, as through the dispatcher
+    ctx.save_for_backward(x, w)
+    ctx.k = k
+
+
+def _affine_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    x, w = ctx.saved_tensors
+    return g * w * ctx.k, (g * x * ctx.k).sum(0), None
+
+
+@pytest.fixture(params=["fallback", "cpu_kernel"])
+def affine(request: pytest.FixtureRequest, ns: str) -> Any:
+    op = register_vmap_op(_affine, name=f"{ns}::affine", backward=_affine_backward,
+                          setup_context=_affine_setup,
+                          fake_fn=lambda x, *, w, k=2.0: torch.empty_like(x))  # fmt: skip
+    if request.param == "cpu_kernel":
+        op.register_kernel("cpu", _affine)
+    return op
+
+
+def test_keyword_only_arguments_given_by_name_take_the_direct_route(
+    route: Any, affine: Any
+) -> None:
+    """Recorded, with the dispatcher's values and gradients (the Function gets every argument
+    in declaration order, the kernel the keyword-only ones by name); not recorded, the direct
+    route where one kernel serves every device type (a device kernel's unrecorded call goes
+    to the dispatcher, see the module docstring)."""
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, requires_grad=True)
+    taken, out = route(affine, x, w=w, k=3.0)
+    assert taken == DIRECT and out.requires_grad
+    out.sum().backward()
+    gx, gw = x.grad, w.grad
+    x.grad = w.grad = None
+    expected = affine.overload(x, w=w, k=3.0)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(gx, x.grad, rtol=0, atol=0)
+    torch.testing.assert_close(gw, w.grad, rtol=0, atol=0)
+    plain = x.detach()
+    taken, out = route(affine, plain, w=w.detach(), k=3.0)
+    assert taken == (DIRECT if affine._device_kernels.everywhere is not None else DISPATCHER)
+    torch.testing.assert_close(out, plain * w.detach() * 3.0, rtol=0, atol=0)
+    assert not out.requires_grad
+
+
+def test_keyword_defaults_misspellings_and_positional_names_go_to_the_dispatcher(
+    route: Any, affine: Any
+) -> None:
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4)
+    taken, out = route(affine, x, w=w)  # k left to its default: the dispatcher fills it
+    assert taken == DISPATCHER
+    torch.testing.assert_close(out, x * w * 2.0)
+    assert route(affine, x=x, w=w, k=3.0)[0] == DISPATCHER
+    with pytest.raises(Exception) as through_ops:
+        affine.overload(x, w=w, kk=3.0)
+    with pytest.raises(type(through_ops.value)) as direct:
+        affine(x, w=w, kk=3.0)
+    assert str(direct.value) == str(through_ops.value)
+
+
+def test_a_keyword_only_written_tensor(route: Any, ns: str) -> None:
+    def add_into(x: torch.Tensor, *, out: torch.Tensor) -> None:
+        out.add_(x)
+
+    op = register_vmap_op(add_into, name=f"{ns}::kw_into", mutates_args=("out",),
+                          fake_fn=lambda x, *, out: None)  # fmt: skip
+    x, out = torch.ones(3), torch.zeros(3)
+    before = out._version
+    assert route(op, x, out=out)[0] == DIRECT
+    assert out._version == before + 1
+    torch.testing.assert_close(out, torch.ones(3))

@@ -439,7 +439,7 @@ def make_autograd_kernel(
     function = type(f"{qualname.replace('::', '_')}_Function", (SingleLevelFunction,), methods)
     record_direct = (
         DirectRecord(qualname, signature, setup_context, backward, user_backward)
-        if positional_only and not returns_list
+        if plain and not returns_list
         else None
     )
     redispatch = redispatch_boxed(overload)
@@ -513,6 +513,10 @@ class DirectRecord:
         self.backward = backward
         self.user_backward = user_backward
         self.num_returns = signature.num_returns
+        self.npos = len(signature.positional)
+        #: keyword-only argument names: the kernel gets them by name (the Function, and so
+        #: ``forward``, gets every argument positionally, in declaration order)
+        self.keywords = signature.kwarg_only
         self.tensor_positions = tuple(
             i for i, kind in enumerate(signature.types) if kind in ("Tensor", "Optional[Tensor]")
         )
@@ -540,6 +544,10 @@ class DirectRecord:
         positions = self.tensor_positions
         multiple = self.num_returns > 1
         tensor = torch.Tensor
+        npos, keywords = self.npos, self.keywords
+        run = passed_kernel(kernel)
+        if keywords:
+            kernel, run = _by_name(kernel, npos, keywords), _by_name(run, npos, keywords)
         left = [self.SHAPE_RECORDS if user_backward else 0]  # recording forwards left
         passed = [False]  # a call of ``kernel`` has returned (its aliasing check passed)
 
@@ -566,8 +574,6 @@ class DirectRecord:
             if setup_context is not None:
                 setup_context(ctx, args, out)
             return out
-
-        run = passed_kernel(kernel)
 
         def plain_forward(ctx: Any, *args: Any) -> Any:
             out = run(*args)
@@ -604,6 +610,18 @@ class DirectRecord:
         apply: Callable[..., Any] = function.apply
         self.applies[kernel] = apply
         return apply
+
+
+def _by_name(
+    kernel: Callable[..., Any], npos: int, keywords: tuple[str, ...]
+) -> Callable[..., Any]:
+    """``kernel`` called with all arguments in declaration order: the keyword-only ones (the
+    last ``len(keywords)``) passed by name, as the dispatcher passes them."""
+
+    def call(*full: Any) -> Any:
+        return kernel(*full[:npos], **dict(zip(keywords, full[npos:], strict=True)))
+
+    return call
 
 
 def derive_batched_backward(

@@ -16,9 +16,12 @@ included). Every other call goes through the dispatcher as before: ``torch.compi
 ``torch.jit.trace``, the profiler (which records the operator), an autocast region for an op
 with an autocast rule (its cast is a dispatcher kernel), tensor subclasses (DTensor,
 functional and batched tensors), conjugate or negative views, sparse, nested, meta and
-inference tensors, other device types, keyword arguments, a scalar of another type than
-declared (the dispatcher converts it), and autograd turned off below the op by an outer
-kernel.
+inference tensors, other device types, a positional argument given by name or a
+keyword-only one left to its default (the dispatcher fills it in), a scalar of another type
+than declared (the dispatcher converts it), and autograd turned off below the op by an outer
+kernel. Keyword-only arguments given by name take the direct route: the kernel gets them by
+name, as the dispatcher passes them, and the op's Function all arguments in declaration
+order.
 
 A mutating op's call takes the direct route where autograd records nothing (grad mode off
 or no input requiring grad): it bumps the versions of the written tensors, as its
@@ -26,9 +29,8 @@ or no input requiring grad): it bumps the versions of the written tensors, as it
 gradients in place through such an op on every step). A call that autograd would record goes
 through the dispatcher, as do calls on inference tensors and calls below a version bump.
 
-An op whose signature the plan does not cover (list or keyword-only arguments, a mutated
-``Tensor?``, list outputs, other argument types) keeps the dispatcher's C++ entry point as
-its call.
+An op whose signature the plan does not cover (list arguments, a mutated ``Tensor?``, list
+outputs, other argument types) keeps the dispatcher's C++ entry point as its call.
 """
 
 from __future__ import annotations
@@ -90,13 +92,12 @@ class ArgumentPlan(NamedTuple):
 
 
 def argument_plan(signature: Signature) -> ArgumentPlan | None:
-    """The plan of an op's positional arguments, or None where the direct route does not
-    apply to the op."""
+    """The plan of an op's arguments in declaration order (the positional ones, then the
+    keyword-only ones), or None where the direct route does not apply to the op."""
     if (
-        signature.kwarg_only
-        or signature.returns_list
+        signature.returns_list
         or signature.list_args
-        or len(signature.types) != len(signature.positional)
+        or len(signature.types) != len(signature.names)
     ):
         return None
     tensors, optional, scalars = [], [], []
@@ -111,7 +112,7 @@ def argument_plan(signature: Signature) -> ArgumentPlan | None:
             return None
     if not tensors:
         return None  # no tensor to say which device kernel serves the call
-    mutated = tuple(signature.positional.index(name) for name in signature.mutated)
+    mutated = tuple(signature.names.index(name) for name in signature.mutated)
     if any(i not in tensors for i in mutated):
         return None  # a mutated Tensor? (None or not): the dispatcher's
     return ArgumentPlan(tuple(tensors), tuple(optional), tuple(scalars), mutated)
@@ -151,6 +152,8 @@ def direct_call(
     #: (position, may be None) of every tensor argument, the required ones first
     positions = (*((i, False) for i in tensors), *((i, True) for i in optionals))
     count = len(signature.types)
+    npos = len(signature.positional)
+    keywords = signature.kwarg_only  # passed by name: the kernel gets them as keywords
     multiple = signature.num_returns > 1
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
     plain_keys = _PLAIN_KEYS
@@ -160,11 +163,22 @@ def direct_call(
     applies = record.applies if record is not None else {}
 
     def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        # ``full``: every argument in declaration order (the positional ones, then the
+        # keyword-only ones, each given by name; an omitted default goes to the dispatcher,
+        # which fills it in).
+        full = args
+        if kwargs or len(args) != count:
+            if not keywords or len(args) != npos or len(kwargs) != len(keywords):
+                return entry(*args, **kwargs)
+            try:
+                full = (*args, *[kwargs[name] for name in keywords])
+            except KeyError:  # a name that is not the op's: the dispatcher's error
+                return entry(*args, **kwargs)
         kernel = kernels.everywhere
         if (
             kernel is None
             and not mutated
-            and (record is None or kwargs or not grad_enabled() or not any_requires_grad(*args))
+            and (record is None or not grad_enabled() or not any_requires_grad(*full))
         ):
             # Device kernels serve the op: checking each tensor's key set costs about what
             # the dispatcher's crossing into the kernel does, so only a call that autograd
@@ -172,9 +186,7 @@ def direct_call(
             # and a mutating op's call (two crossings: the version bump, then the kernel).
             return entry(*args, **kwargs)
         if (
-            kwargs
-            or len(args) != count
-            or compiling()
+            compiling()
             or function_modes_active()
             or dispatch_modes_active()
             or functorch_transforms_active()
@@ -187,55 +199,57 @@ def direct_call(
         needs_grad = False
         device = ""
         for i, optional in positions:
-            a = args[i]
+            a = full[i]
             if a is None and optional:
                 continue
             kind = type(a)
             if kind is not tensor_type and kind is not parameter_type:
-                return entry(*args)
+                return entry(*args, **kwargs)
             if kernel is not None:  # one kernel for every device type: only meta differs
                 if a.is_meta:
-                    return entry(*args)
+                    return entry(*args, **kwargs)
             else:
                 raw = dispatch_keys_raw(a)
                 found = plain_keys.get(raw)
                 if found is None:
                     found = _plain_device_type(a, raw)
                 if not found or (device and found != device):
-                    return entry(*args)
+                    return entry(*args, **kwargs)
                 device = found
             if a.requires_grad:
                 needs_grad = True
         if kernel is None:
             kernel = serving.get(device)
             if kernel is None:
-                return entry(*args)
+                return entry(*args, **kwargs)
         for i, exact in scalars:
-            if type(args[i]) is not exact:
-                return entry(*args)
+            if type(full[i]) is not exact:
+                return entry(*args, **kwargs)
         if mutated:
             if (needs_grad and grad_enabled()) or inplace_or_view_excluded():
                 # autograd's rules for writes to recorded tensors; or below a version bump
-                return entry(*args)
-            written = [args[i] for i in mutated]
+                return entry(*args, **kwargs)
+            written = [full[i] for i in mutated]
             for t in written:
                 if t.is_inference():  # has no version counter (the dispatcher bumps none)
-                    return entry(*args)
+                    return entry(*args, **kwargs)
             # What the op's ADInplaceOrView kernel does (``_mutation``): bump, then run the
             # kernel below that key (its own in-place aten calls bump nothing more).
             increment_version(written)
             with below_inplace_or_view():
-                out = kernel(*args)
+                out = kernel(*args, **kwargs)
         elif needs_grad and record is not None and grad_enabled():
             if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
-                return entry(*args)
+                return entry(*args, **kwargs)
             apply = applies.get(kernel)
             if apply is None:
                 apply = record.function_for(kernel)
-            out = apply(*args)
-        else:
+            out = apply(*full)  # (a Function takes positional arguments only)
+        elif kwargs:
             # What the dispatcher runs below the op's Autograd kernel (a non-differentiable op's
             # kernel decides itself whether it runs below autograd).
+            out = kernel(*args, **kwargs)
+        else:
             out = kernel(*args)
         if multiple and type(out) is list:
             return tuple(out)
