@@ -648,6 +648,8 @@ def test_keyword_only_arguments_given_by_name_take_the_direct_route(
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
     torch.testing.assert_close(gx, x.grad, rtol=0, atol=0)
     torch.testing.assert_close(gw, w.grad, rtol=0, atol=0)
+    again = affine(x, w=w, k=3.0)  # the Function made for the kernel is made once
+    assert type(again.grad_fn) is type(out.grad_fn)
     plain = x.detach()
     taken, out = route(affine, plain, w=w.detach(), k=3.0)
     assert taken == (DIRECT if affine._device_kernels.everywhere is not None else DISPATCHER)

@@ -545,6 +545,7 @@ class DirectRecord:
         multiple = self.num_returns > 1
         tensor = torch.Tensor
         npos, keywords = self.npos, self.keywords
+        registered = kernel  # the key of ``applies``: the kernel the direct call looks up
         run = passed_kernel(kernel)
         if keywords:
             kernel, run = _by_name(kernel, npos, keywords), _by_name(run, npos, keywords)
@@ -608,7 +609,7 @@ class DirectRecord:
         name = f"{qualname.replace('::', '_')}_Function"
         function: Any = type(name, (SingleLevelFunction,), methods)
         apply: Callable[..., Any] = function.apply
-        self.applies[kernel] = apply
+        self.applies[registered] = apply
         return apply
 
 
