@@ -1,7 +1,8 @@
 """Instructions per call of ``bench_training``'s contenders, counted by valgrind's callgrind:
 a figure that a shared or noisy machine does not change, for the host cost of a training step.
 
-    python benchmarks/instructions_training.py [--calls 1000] [--json PATH]
+    python benchmarks/instructions_training.py [--calls 1000] [--suite training|user]
+                                               [--json PATH]
 
 For each signature (1 tensor, 6 arguments), path (no grad, forward, forward + backward) and
 contender (the hand-written ``torch.autograd.Function``, the opreg op), a child process runs
@@ -9,7 +10,9 @@ the call under ``valgrind --tool=callgrind --instr-atstart=no``: 200 warm calls,
 ``callgrind_control -i on``, the timed calls, ``-i off``. Each case runs twice, with ``calls``
 and ``2 * calls`` calls; the difference over ``calls`` is the count per call (the toggling's
 own cost cancels). Needs ``valgrind`` on the PATH; CPU tensors only (valgrind does not run
-CUDA). Instructions are not time (a cache miss costs more than an add), so the timed
+CUDA). ``--suite user`` counts ``bench_user_kernels``'s contenders instead: the same
+computations registered with ``register_triton_op`` (a Triton kernel for CUDA, so a CPU call
+takes the path of an op with device kernels and runs its PyTorch fallback). Instructions are not time (a cache miss costs more than an add), so the timed
 benchmark stays the reference; this one tells a 3 % change from noise on a 2-core VM.
 """
 
@@ -30,7 +33,7 @@ PATHS = {"no grad": "nograd", "forward": "fwd", "forward + backward": "fb"}
 SIGNATURES = ("1 tensor", "6 arguments")
 
 
-def _child(contender: str, signature: str, path: str, calls: int) -> None:
+def _child(suite: str, contender: str, signature: str, path: str, calls: int) -> None:
     """Runs inside valgrind: warm up, then ``calls`` calls with instrumentation on."""
     import torch
 
@@ -38,7 +41,13 @@ def _child(contender: str, signature: str, path: str, calls: int) -> None:
     import bench_training
 
     torch.set_num_threads(1)
-    fn = bench_training.build("opreg_bench_instructions")[signature][contender]
+    if suite == "user":
+        import bench_user_kernels
+
+        ops = bench_user_kernels.build_vs_function("cpu")
+    else:
+        ops = bench_training.build("opreg_bench_instructions")
+    fn = ops[signature][contender]
     args = bench_training._inputs(signature, "cpu", path != "nograd")
     grad = torch.ones_like(args[0])
 
@@ -57,11 +66,11 @@ def _child(contender: str, signature: str, path: str, calls: int) -> None:
     subprocess.run(["callgrind_control", "-i", "off", pid], capture_output=True, check=True)
 
 
-def _count(contender: str, signature: str, path: str, calls: int) -> int:
+def _count(suite: str, contender: str, signature: str, path: str, calls: int) -> int:
     """Instructions callgrind collected over ``calls`` calls (plus the toggling's cost)."""
     command = [
         "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-        sys.executable, __file__, "--child", contender, signature, path, str(calls),
+        sys.executable, __file__, "--child", suite, contender, signature, path, str(calls),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     for line in done.stderr.splitlines():
@@ -72,17 +81,24 @@ def _count(contender: str, signature: str, path: str, calls: int) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        _child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument(
+        "--suite", choices=("training", "user"), default="training",
+        help="bench_training's ops (default) or bench_user_kernels' register_triton_op ops",
+    )  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("instructions_training.py needs valgrind (callgrind and callgrind_control)")
     import torch
 
-    print(f"torch {torch.__version__} | Python {platform.python_version()} | instructions/call")
+    print(
+        f"torch {torch.__version__} | Python {platform.python_version()} | "
+        f"suite {args.suite} | instructions/call"
+    )
     print(f"| {'signature':<11} | {'path':<18} | {'Function':>9} | {'opreg':>9} | opreg/Function |")
     print(f"|{'-' * 13}|{'-' * 20}|{'-' * 11}|{'-' * 11}|----------------|")
     rows = []
@@ -90,8 +106,8 @@ def main() -> None:
         for label, path in PATHS.items():
             per_call = {}
             for contender in CONTENDERS:
-                once = _count(contender, signature, path, args.calls)
-                twice = _count(contender, signature, path, 2 * args.calls)
+                once = _count(args.suite, contender, signature, path, args.calls)
+                twice = _count(args.suite, contender, signature, path, 2 * args.calls)
                 per_call[contender] = (twice - once) / args.calls
             ratio = per_call["opreg"] / per_call["Function"]
             rows.append({"signature": signature, "path": label, **per_call, "ratio": ratio})
@@ -104,6 +120,7 @@ def main() -> None:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "calls": args.calls,
+            "suite": args.suite,
         }
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 

@@ -342,8 +342,8 @@ def test_a_registered_kernel_serves_its_device_and_sees_what_the_dispatcher_give
     handle = op.register_kernel("cpu", cpu_kernel)
     x = torch.randn(3, dtype=torch.complex64, requires_grad=True)
     assert route(op, x)[0] == DIRECT  # a call autograd records
-    with torch.no_grad():  # device kernels: any other call goes through the dispatcher
-        assert route(op, x)[0] == DISPATCHER
+    with torch.no_grad():  # and any other call
+        assert route(op, x)[0] == DIRECT
     # A conjugate view: the dispatcher resolves it before a kernel sees it.
     taken, out = route(op, x.conj())
     assert taken == DISPATCHER
@@ -354,6 +354,36 @@ def test_a_registered_kernel_serves_its_device_and_sees_what_the_dispatcher_give
     assert route(op, x)[0] == DIRECT
     assert route(op, x.conj())[0] == DIRECT  # the fallback serves every tensor again
     assert seen == ["fallback", "fallback"]
+
+
+def test_a_kernel_for_another_device_type_leaves_the_fallback_direct(route: Any, ns: str) -> None:
+    """With a kernel for CUDA only (a Triton op's usual case), a CPU tensor is served by the
+    fallback, as with no kernel at all: same route, same results and gradients; a meta or a
+    nested tensor still goes to the dispatcher (the fake; the nested tensor's own keys)."""
+    seen: list[str] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        seen.append("fallback")
+        return x * 2
+
+    op = register_vmap_op(f, name=f"{ns}::f", fake_fn=torch.empty_like,
+                          backward=lambda ctx, g: g * 2)  # fmt: skip
+    handle = op.register_kernel("cuda", lambda x: x * 3)  # never runs on CPU tensors
+    x = torch.randn(3, requires_grad=True)
+    for context in (contextlib.nullcontext(), torch.no_grad()):
+        with context:
+            taken, out = route(op, x)
+        assert taken == DIRECT
+        torch.testing.assert_close(out, x.detach() * 2)
+    (grad,) = torch.autograd.grad(op(x).sum(), x)
+    torch.testing.assert_close(grad, torch.full_like(x, 2.0))
+    assert route(op, x.detach().to("meta"))[0] == DISPATCHER
+    nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+    with pytest.raises(NotImplementedError):  # the dispatcher's error, on both routes
+        op(nested)
+    assert seen == ["fallback"] * 3
+    handle.remove()
+    assert route(op, x)[0] == DIRECT
 
 
 def test_unregister_and_re_register(route: Any, ns: str) -> None:
@@ -634,8 +664,7 @@ def test_keyword_only_arguments_given_by_name_take_the_direct_route(
 ) -> None:
     """Recorded, with the dispatcher's values and gradients (the Function gets every argument
     in declaration order, the kernel the keyword-only ones by name); not recorded, the direct
-    route where one kernel serves every device type (a device kernel's unrecorded call goes
-    to the dispatcher, see the module docstring)."""
+    route too, the kernel getting the keyword-only ones by name."""
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.randn(4, requires_grad=True)
     taken, out = route(affine, x, w=w, k=3.0)
@@ -652,7 +681,7 @@ def test_keyword_only_arguments_given_by_name_take_the_direct_route(
     assert type(again.grad_fn) is type(out.grad_fn)
     plain = x.detach()
     taken, out = route(affine, plain, w=w.detach(), k=3.0)
-    assert taken == (DIRECT if affine._device_kernels.everywhere is not None else DISPATCHER)
+    assert taken == DIRECT
     torch.testing.assert_close(out, plain * w.detach() * 3.0, rtol=0, atol=0)
     assert not out.requires_grad
 

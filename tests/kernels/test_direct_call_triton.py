@@ -83,9 +83,11 @@ def test_plain_tensors_reach_the_triton_kernel_directly(
     assert out.grad_fn.name() == expected.grad_fn.name()
     (grad,) = torch.autograd.grad(out.sum(), x)
     torch.testing.assert_close(grad, torch.full_like(x, 0.5))
-    with torch.no_grad():  # not recorded: through the dispatcher (what the direct call
-        taken, _ = route(op, x, 0.5)  # checks would cost about what its crossing costs)
-    assert taken == DISPATCHER and launcher.launches == 3
+    with torch.no_grad():  # not recorded: the kernel alone, directly too
+        taken, out = route(op, x, 0.5)
+    assert taken == DIRECT and launcher.launches == 3
+    torch.testing.assert_close(out, expected.detach(), rtol=0, atol=0)
+    assert not out.requires_grad
 
 
 def test_other_calls_keep_their_routes(

@@ -65,7 +65,7 @@ from ._private import (
     current_vmap_level,
     dispatch_modes_active,
     dynamic_layer_depth,
-    forward_ad_level_open,
+    forward_ad_level,
     function_modes_active,
     jit_tracing,
     vmap_randomness,
@@ -326,7 +326,7 @@ class BatchingRules:
             self.kernels
             or dispatch_modes_active()
             or function_modes_active()
-            or forward_ad_level_open()
+            or forward_ad_level() >= 0
             or torch.is_inference_mode_enabled()
             or jit_tracing()
         )

@@ -18,7 +18,7 @@ from ._autograd import (
 )
 from ._batching import BatchingRules, VmapStats
 from ._direct_call import direct_call
-from ._kernels import DeviceKernels, as_registered, checked_arity
+from ._kernels import DeviceKernels, Registered, as_registered, checked_arity
 from ._mutation import make_mutation_kernel
 from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import VmapOp
@@ -51,17 +51,17 @@ def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
     return make_op(spec, reg, main, batched, rules, kernels, call)
 
 
-def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Callable[..., Any]]]:
+def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Registered]]:
     """The operator's definition, its fallback on each dispatch key, and its fake; and the
     fallback serving each device type the direct call serves (see ``DeviceKernels``)."""
     n = spec.num_returns
     main = reg.define(spec.opname, spec.signature.schema)
-    fallbacks: dict[str, Callable[..., Any]] = {}
+    fallbacks: dict[str, Registered] = {}
     for key in spec.dispatch_keys:
         kernel = as_registered(
             spec.fn, spec.differentiable, spec.qualname, "the function", n, spec.signature.schema
         )
-        reg.impl(spec.opname, kernel, key, "fallback")
+        reg.impl(spec.opname, kernel.kernel, key, "fallback")
         for device in DeviceKernels.fallback_devices(key):
             fallbacks[device] = kernel
     reg.fake(spec.opname, checked_arity(spec.fake_fn, spec.qualname, "fake_fn", n), "fake")
@@ -88,7 +88,9 @@ def add_batching(
     schema = spec.signature.schema
     kernels = {}
     for key in spec.dispatch_keys:
-        kernel = as_registered(spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n, schema)
+        kernel = as_registered(
+            spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n, schema
+        ).kernel
         reg.impl(name, kernel, key, "vmap_fn")
         kernels[key] = kernel
     reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")

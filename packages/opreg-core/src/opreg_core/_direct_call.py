@@ -1,8 +1,8 @@
 """The op's call from Python: the dispatcher's own route, taken directly when nothing could
 route the call differently.
 
-Through the dispatcher, a call that autograd records crosses into Python twice (the op's
-``Autograd`` kernel, then the device kernel below it) and any other call once, and the
+Through the dispatcher, a differentiable op's call crosses into Python twice (the op's
+``Autograd`` kernel, then the device kernel below it; a non-differentiable op's once), and the
 dispatcher boxes and unboxes every argument on the way: a recorded call cost about twice a
 hand-written ``torch.autograd.Function``. For a call in which only plain dense CPU or CUDA
 tensors take part, with arguments of exactly their declared types, outside every mode,
@@ -15,8 +15,9 @@ included). Every other call goes through the dispatcher as before: ``torch.compi
 ``TorchDispatchMode`` or ``TorchFunctionMode``, ``torch.func`` transforms, forward-mode AD,
 ``torch.jit.trace``, the profiler (which records the operator), an autocast region for an op
 with an autocast rule (its cast is a dispatcher kernel), tensor subclasses (DTensor,
-functional and batched tensors), conjugate or negative views, sparse, nested, meta and
-inference tensors, other device types, a positional argument given by name or a
+functional and batched tensors), meta and nested tensors, tensors of mixed device types,
+and, of a device type with a kernel of its own, conjugate or negative views, sparse and
+inference tensors (see :func:`direct_call`), a positional argument given by name or a
 keyword-only one left to its default (the dispatcher fills it in), a scalar of another type
 than declared (the dispatcher converts it), and autograd turned off below the op by an outer
 kernel. Keyword-only arguments given by name take the direct route: the kernel gets them by
@@ -39,18 +40,18 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-from torch.autograd.graph import increment_version
 
 from ._autograd import DirectRecord
 from ._kernels import DeviceKernels
 from ._private import AutoDispatchBelowADInplaceOrView as below_inplace_or_view
 from ._private import (
     any_autocast_enabled,
-    any_requires_grad,
     autograd_excluded,
+    bump_versions,
+    compiling,
     dispatch_keys_raw,
     dispatch_modes_active,
-    forward_ad_level_open,
+    forward_ad_level,
     function_modes_active,
     functorch_transforms_active,
     inplace_or_view_excluded,
@@ -136,14 +137,18 @@ def direct_call(
     autocast rule, so its calls go to the dispatcher (which casts) while any autocast region
     is active; an op without one is unaffected by autocast, as the dispatcher would leave it.
 
-    While one kernel (the fallback) serves every device type, a tensor needs only be a plain
-    ``torch.Tensor`` (or ``Parameter``) that is not on the meta device (where the fake serves):
-    the dispatcher would run the same kernel for any other tensor of that type, whatever its
-    device, layout or view bits. Otherwise (device kernels: a Triton kernel, a
-    ``register_kernel`` kernel) only a call that autograd records takes the direct route, and
-    each tensor's dispatch key set must be a plain dense tensor's, of one device type that has
-    a kernel: for any other call those checks would cost about what the dispatcher's one
-    crossing into the kernel costs.
+    A tensor served by the fallback registered on ``CompositeExplicitAutograd`` (every device
+    type, or every one but those with a ``register_kernel`` kernel of their own, such as CUDA
+    for a Triton op) needs only be a plain ``torch.Tensor`` (or ``Parameter``) that is neither
+    meta (where the fake serves) nor nested (whose keys have no kernel): the dispatcher would
+    run that fallback for any other tensor of that type, whatever its device, layout or view
+    bits. A tensor of a device type with its own kernel (a Triton kernel, a ``register_kernel``
+    kernel) must have a plain dense tensor's dispatch key set, all such tensors of one device
+    type and none served by the fallback; that kernel then runs, except for a
+    non-differentiable op, whose call the dispatcher serves in one crossing (its ``Autograd``
+    key falls through) for about what those checks cost. A differentiable op's call costs
+    the dispatcher two crossings (its ``Autograd`` kernel, then the device kernel), recorded
+    or not.
     """
     plan = argument_plan(signature)
     if plan is None:
@@ -158,7 +163,7 @@ def direct_call(
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
     plain_keys = _PLAIN_KEYS
     serving = kernels.serving
-    compiling = torch.compiler.is_compiling
+    unguarded = kernels.direct
     grad_enabled = torch.is_grad_enabled
     applies = record.applies if record is not None else {}
 
@@ -174,29 +179,21 @@ def direct_call(
                 full = (*args, *[kwargs[name] for name in keywords])
             except KeyError:  # a name that is not the op's: the dispatcher's error
                 return entry(*args, **kwargs)
-        kernel = kernels.everywhere
-        if (
-            kernel is None
-            and not mutated
-            and (record is None or not grad_enabled() or not any_requires_grad(*full))
-        ):
-            # Device kernels serve the op: checking each tensor's key set costs about what
-            # the dispatcher's crossing into the kernel does, so only a call that autograd
-            # records (two crossings and the Function's setup saved) takes the direct route,
-            # and a mutating op's call (two crossings: the version bump, then the kernel).
-            return entry(*args, **kwargs)
         if (
             compiling()
             or function_modes_active()
             or dispatch_modes_active()
             or functorch_transforms_active()
-            or forward_ad_level_open()
+            or forward_ad_level() >= 0
             or profiler_enabled()
             or jit_tracing()
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
-        needs_grad = False
+        kernel = kernels.everywhere
+        shared = kernels.shared
+        on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
+        needs_grad = shared_seen = False
         device = ""
         for i, optional in positions:
             a = full[i]
@@ -205,10 +202,10 @@ def direct_call(
             kind = type(a)
             if kind is not tensor_type and kind is not parameter_type:
                 return entry(*args, **kwargs)
-            if kernel is not None:  # one kernel for every device type: only meta differs
-                if a.is_meta:
-                    return entry(*args, **kwargs)
-            else:
+            if kernel is None and (
+                shared is None or (on_cuda and a.is_cuda) or (on_cpu and a.is_cpu)
+            ):
+                # a device type with a kernel of its own: only a plain dense tensor's key set
                 raw = dispatch_keys_raw(a)
                 found = plain_keys.get(raw)
                 if found is None:
@@ -216,41 +213,56 @@ def direct_call(
                 if not found or (device and found != device):
                     return entry(*args, **kwargs)
                 device = found
+            elif a.is_meta or a.is_nested:  # the fake's; nested tensors have keys of their own
+                return entry(*args, **kwargs)
+            else:  # the shared fallback serves it, whatever its device, layout or view bits
+                shared_seen = True
             if a.requires_grad:
                 needs_grad = True
         if kernel is None:
-            kernel = serving.get(device)
-            if kernel is None:
+            if not device:
+                kernel = shared
+            elif shared_seen or (record is None and not mutated):
+                # Mixed device types; or a non-differentiable op's device kernel, which the
+                # dispatcher reaches in one crossing (its Autograd key falls through): the
+                # checks above cost about as much (H200 host: 1.33x the launcher direct,
+                # 1.17x through the dispatcher).
+                return entry(*args, **kwargs)
+            else:
+                kernel = serving.get(device)
+            if kernel is None:  # no kernel for the device type
                 return entry(*args, **kwargs)
         for i, exact in scalars:
             if type(full[i]) is not exact:
                 return entry(*args, **kwargs)
+        recorded = needs_grad and grad_enabled()
         if mutated:
-            if (needs_grad and grad_enabled()) or inplace_or_view_excluded():
+            if recorded or inplace_or_view_excluded():
                 # autograd's rules for writes to recorded tensors; or below a version bump
                 return entry(*args, **kwargs)
             written = [full[i] for i in mutated]
-            for t in written:
-                if t.is_inference():  # has no version counter (the dispatcher bumps none)
-                    return entry(*args, **kwargs)
+            if not device:  # (a key set checked above is a normal tensor's, not inference)
+                for t in written:
+                    if t.is_inference():  # has no version counter (the dispatcher bumps none)
+                        return entry(*args, **kwargs)
             # What the op's ADInplaceOrView kernel does (``_mutation``): bump, then run the
             # kernel below that key (its own in-place aten calls bump nothing more).
-            increment_version(written)
+            bump_versions(written)
             with below_inplace_or_view():
-                out = kernel(*args, **kwargs)
-        elif needs_grad and record is not None and grad_enabled():
+                out = unguarded[kernel](*args, **kwargs)
+        elif recorded and record is not None:
             if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
                 return entry(*args, **kwargs)
             apply = applies.get(kernel)
             if apply is None:
                 apply = record.function_for(kernel)
             out = apply(*full)  # (a Function takes positional arguments only)
-        elif kwargs:
-            # What the dispatcher runs below the op's Autograd kernel (a non-differentiable op's
-            # kernel decides itself whether it runs below autograd).
-            out = kernel(*args, **kwargs)
         else:
-            out = kernel(*args)
+            # What the dispatcher runs below the op's Autograd kernel: the kernel, which for a
+            # non-differentiable op runs itself below autograd where autograd could act.
+            if not recorded:
+                kernel = unguarded[kernel]
+            out = kernel(*args, **kwargs) if kwargs else kernel(*args)
         if multiple and type(out) is list:
             return tuple(out)
         return out

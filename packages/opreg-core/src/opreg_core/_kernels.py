@@ -8,7 +8,7 @@ an op as a :class:`KernelTarget`, the attributes adding a kernel reads, which ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._aliasing import first_call_checked
 from ._autograd import requires_grad
@@ -43,6 +43,15 @@ def checked_arity(
     return guarded
 
 
+class Registered(NamedTuple):
+    """A kernel as registered with the dispatcher (``kernel``), and what a direct call runs
+    where autograd cannot act (``direct``): the same, without a non-differentiable op's
+    below-autograd guard (whose checks cost about a tenth of a tiny call)."""
+
+    kernel: Callable[..., Any]
+    direct: Callable[..., Any]
+
+
 def as_registered(
     kernel: Callable[..., Any],
     differentiable: bool,
@@ -50,7 +59,7 @@ def as_registered(
     label: str,
     num_returns: int,
     schema: str,
-) -> Callable[..., Any]:
+) -> Registered:
     """A kernel as registered: arity-checked, its first call checked for outputs that alias
     inputs (``_aliasing``; ``schema``: the op's, without its name), and run below autograd for
     a non-differentiable op (whose ``Autograd`` key is a fallthrough). Call it once per
@@ -58,15 +67,16 @@ def as_registered(
     checked = checked_arity(kernel, qualname, label, num_returns)
     first_call = first_call_checked(checked, qualname, label, schema, num_returns)
     if differentiable:
-        return first_call
+        return Registered(first_call, first_call)
     signature = parse_signature(qualname, schema)
-    return below_autograd(
+    guarded = below_autograd(
         checked,
         first_call,
         requires_grad,
         lists=signature.list_args,
         keywords=bool(signature.kwarg_only),
     )
+    return Registered(guarded, first_call)
 
 
 #: Device types whose dispatch a direct call takes itself (``_direct_call``), and the key that
@@ -77,21 +87,42 @@ _DIRECT_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 class DeviceKernels:
     """Which kernel the dispatcher runs for a plain tensor of each device type that the direct
     call serves (``_direct_call``): a ``register_kernel`` kernel, else the fallback where it is
-    registered. ``serving`` is the live table and ``everywhere`` the fallback while it serves
-    every device type (registered on ``CompositeExplicitAutograd``, no ``register_kernel``
-    kernel added), else None; both empty once the op is unregistered."""
+    registered; all emptied once the op is unregistered.
 
-    __slots__ = ("_added", "_everywhere", "everywhere", "fallbacks", "serving")
+    - ``serving``: the live table, device type -> kernel.
+    - ``everywhere``: the fallback while it serves every device type (registered on
+      ``CompositeExplicitAutograd``, no ``register_kernel`` kernel added), else None.
+    - ``shared``: that fallback while every added kernel is for a device type the direct call
+      serves (cpu, cuda): it serves a tensor of any other device type. Else None.
+    - ``on_cpu``, ``on_cuda``: a ``register_kernel`` kernel serves that device type.
+    - ``direct``: each kernel above -> what a direct call runs where autograd cannot act
+      (``Registered.direct``).
+    """
+
+    __slots__ = (
+        "_added", "_everywhere", "direct", "everywhere", "fallbacks", "on_cpu", "on_cuda",
+        "serving", "shared",
+    )  # fmt: skip
 
     #: The device types the direct call serves itself.
     DEVICE_TYPES: tuple[str, ...] = tuple(_DIRECT_KEYS)
 
-    def __init__(self, fallbacks: dict[str, Callable[..., Any]], everywhere: Any) -> None:
-        self.fallbacks = fallbacks
-        self.serving = dict(fallbacks)
-        self._everywhere = everywhere
-        self.everywhere: Callable[..., Any] | None = everywhere
+    def __init__(self, fallbacks: dict[str, Registered], everywhere: Registered | None) -> None:
+        self.fallbacks = {device: k.kernel for device, k in fallbacks.items()}
+        self.serving = dict(self.fallbacks)
+        self.direct = {k.kernel: k.direct for k in fallbacks.values()}
+        self._everywhere = None if everywhere is None else everywhere.kernel
         self._added: set[str] = set()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        added = self._added
+        self.everywhere: Callable[..., Any] | None = None if added else self._everywhere
+        self.shared: Callable[..., Any] | None = (
+            self._everywhere if added <= set(_DIRECT_KEYS) else None
+        )
+        self.on_cpu = "cpu" in added
+        self.on_cuda = "cuda" in added
 
     @staticmethod
     def fallback_devices(dispatch_key: str) -> tuple[str, ...]:
@@ -100,27 +131,33 @@ class DeviceKernels:
             return tuple(_DIRECT_KEYS)
         return tuple(d for d, key in _DIRECT_KEYS.items() if key == dispatch_key)
 
-    def add(self, device_type: str, kernel: Callable[..., Any]) -> None:
+    def add(self, device_type: str, kernel: Registered) -> None:
         self._added.add(device_type)
-        self.everywhere = None
         if device_type in _DIRECT_KEYS:
-            self.serving[device_type] = kernel
+            old = self.serving.get(device_type)
+            if old is not None and old not in self.fallbacks.values():
+                del self.direct[old]
+            self.serving[device_type] = kernel.kernel
+            self.direct[kernel.kernel] = kernel.direct
+        self._refresh()
 
     def remove(self, device_type: str) -> None:
         self._added.discard(device_type)
         fallback = self.fallbacks.get(device_type)
-        if fallback is None:
-            self.serving.pop(device_type, None)
-        else:
+        old = self.serving.pop(device_type, None)
+        if old is not None and old not in self.fallbacks.values():
+            del self.direct[old]
+        if fallback is not None:
             self.serving[device_type] = fallback
-        if not self._added:
-            self.everywhere = self._everywhere
+        self._refresh()
 
     def clear(self) -> None:
         self.fallbacks.clear()
         self.serving.clear()
+        self.direct.clear()
         self._added.clear()
-        self._everywhere = self.everywhere = None
+        self._everywhere = None
+        self._refresh()
 
 
 class KernelTarget(Protocol):
@@ -193,7 +230,7 @@ def add_kernel(
         n = len(op.vmap_out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
         wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n, op.schema)
-        lib.impl(name, wrapped, key, allow_override=True)
+        lib.impl(name, wrapped.kernel, key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
         if not batched:

@@ -7,7 +7,11 @@ from typing import Any
 
 import torch
 
-from ._private import AFTER_AD_INPLACE_OR_VIEW_KEYSET, AutoDispatchBelowADInplaceOrView
+from ._private import (
+    AFTER_AD_INPLACE_OR_VIEW_KEYSET,
+    AutoDispatchBelowADInplaceOrView,
+    bump_versions,
+)
 from ._signature import Signature
 
 
@@ -20,9 +24,8 @@ def make_mutation_kernel(overload: Any, signature: Signature) -> Callable[..., A
     keywords = [n for n in signature.mutated if n in signature.kwarg_only]
 
     def bump(value: Any) -> None:
-        for t in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(t, torch.Tensor):
-                torch.autograd.graph.increment_version(t)
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        bump_versions([t for t in values if isinstance(t, torch.Tensor)])
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         for i in positions:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import torch
@@ -70,10 +70,12 @@ __all__ = [
     "autocast_dispatch_key",
     "autograd_excluded",
     "below_autograd",
+    "bump_versions",
     "call_below_vmap_levels",
     "call_jvp_rule",
     "call_one_level_down",
     "clear_sharding_caches",
+    "compiling",
     "current_vmap_level",
     "dispatch_key_for_device",
     "dispatch_keys_raw",
@@ -83,7 +85,7 @@ __all__ = [
     "entry_point",
     "excluding_dispatch_key",
     "forget_sharding_strategies",
-    "forward_ad_level_open",
+    "forward_ad_level",
     "forward_mode_ad_active",
     "function_modes_active",
     "functorch_transforms_active",
@@ -120,6 +122,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._C.parse_schema",
     "torch._C._AutoDispatchBelowAutograd",
     "torch._C._any_requires_grad",
+    "torch._C._increment_version",
     "torch._C._AutoDispatchBelowADInplaceOrView",
     "torch._C._after_autograd_keyset",
     "torch._C._after_ADInplaceOrView_keyset",
@@ -145,7 +148,8 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._len_torch_function_stack",
     "torch._C._get_tracing_state",
     "torch._C._dispatch_keys",
-    "torch._C._autograd._profiler_enabled",
+    "torch.autograd.profiler._is_profiler_enabled",
+    "torch.compiler._is_compiling_flag",
     "torch._C._dispatch_tls_is_dispatch_key_excluded",
     "torch._C.DispatchKey.AutogradFunctionality",
     "torch._C._functorch.push_dynamic_layer_stack",
@@ -379,9 +383,9 @@ _tls_include: Callable[[], Any] = torch._C._dispatch_tls_local_include_set
 _tls_exclude: Callable[[], Any] = torch._C._dispatch_tls_local_exclude_set
 
 
-def forward_ad_level_open() -> bool:
-    """Whether a ``torch.autograd.forward_ad`` dual level is open (dual tensors may exist)."""
-    return _forward_ad._current_level >= 0
+#: The innermost open ``torch.autograd.forward_ad`` dual level, -1 with none open (dual
+#: tensors may exist at 0 or above). A C-level partial: no Python frame on a call's path.
+forward_ad_level: Callable[[], int] = functools.partial(getattr, _forward_ad, "_current_level")
 
 
 class VmapLevelKeys:
@@ -508,17 +512,29 @@ def call_below_vmap_levels(
 # Public replacement: a ``torch.library`` fast path for Python kernels (one crossing into Python
 # per call, as ``torch.autograd.Function.apply`` has), or public queries for these states.
 
-_dispatch_keys: Callable[[torch.Tensor], Any] = torch._C._dispatch_keys
 functorch_transforms_active: Callable[[], bool] = torch._C._are_functorch_transforms_active
 #: Whether a tensor among the arguments (or in a list of tensors among them) requires grad.
 any_requires_grad: Callable[..., bool] = torch._C._any_requires_grad
-profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
+#: Whether a profiler started from Python is on: the flag ``torch.autograd.profiler`` sets on
+#: every profiler's start, which Inductor's Triton launchers read too (a C-level partial: no
+#: Python frame, no pybind11 call; ``torch._C._autograd._profiler_enabled`` costs ten times
+#: the instructions).
+profiler_enabled: Callable[[], bool] = functools.partial(
+    getattr, torch.autograd.profiler, "_is_profiler_enabled"
+)
+#: ``torch.compiler.is_compiling()`` without its two Python frames: the flag it returns, set
+#: while Dynamo compiles and while ``torch.export`` traces.
+compiling: Callable[[], bool] = functools.partial(getattr, torch.compiler, "_is_compiling_flag")
 #: Whether autograd is excluded from dispatch here (below an outer kernel's autograd, or in
 #: inference mode): the dispatcher would not run an op's ``Autograd`` kernel. (A partial: no
 #: Python frame.)
 autograd_excluded: Callable[[], bool] = functools.partial(
     torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.AutogradFunctionality
 )
+#: Bump the version counters of a sequence of tensors, as a mutating op's ``ADInplaceOrView``
+#: kernel does (``torch.autograd.graph.increment_version`` is the public form, a Python frame
+#: more; an inference tensor has no counter and is left alone).
+bump_versions: Callable[[Sequence[torch.Tensor]], None] = torch._C._increment_version
 #: Whether the ``ADInplaceOrView`` key is excluded from dispatch here (below a mutating op's
 #: version bump): the dispatcher would bump no version counter. (A partial: no Python frame.)
 inplace_or_view_excluded: Callable[[], bool] = functools.partial(
@@ -526,9 +542,14 @@ inplace_or_view_excluded: Callable[[], bool] = functools.partial(
 )
 
 
+_dispatch_keys: Callable[[torch.Tensor], Any] = torch._C._dispatch_keys
+
+
 def dispatch_keys_raw(tensor: torch.Tensor) -> int:
-    """The dispatch key set of a tensor, as an int (equal sets, equal ints)."""
-    return cast(int, _dispatch_keys(tensor).raw_repr())
+    """The dispatch key set of a tensor, as an int (equal sets, equal ints). (No ``cast``: the
+    direct call reads it per tensor, and ``typing.cast`` is a Python call.)"""
+    raw: int = _dispatch_keys(tensor).raw_repr()
+    return raw
 
 
 # -- Autograd kernels (see the import section above) ------------------------------------------
