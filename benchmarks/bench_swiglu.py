@@ -137,6 +137,20 @@ def check(example: Any, device: str, *more: Callable[..., torch.Tensor]) -> None
         assert grads[0].data_ptr() == a.data_ptr()  # written in place: no gradient buffer
 
 
+def routes(example: Any, device: str) -> dict[str, int]:
+    """How many calls of each op went to the dispatcher in one opreg step (4x64 bf16): 0 means
+    the direct call served it (``opreg_core``'s ``_direct_call``), counted with the tests' spy
+    on the op's entry into the dispatcher (tests/conftest.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import _entries  # the spy the direct call's tests use
+
+    a = torch.randn(4, 64, device=device, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn_like(a, requires_grad=True)
+    with _entries(example.swiglu) as forward, _entries(example.swiglu_backward_) as backward:
+        torch.autograd.grad(example.swiglu(a, b), (a, b), torch.ones_like(a))
+    return {"swiglu": forward[0], "swiglu_backward_": backward[0]}
+
+
 def _inputs(shape: tuple[int, int], device: str) -> dict[str, tuple[torch.Tensor, ...]]:
     """Per contender its own leaves (a, b) and their initial values, and one gradient."""
     gen = torch.Generator(device=device).manual_seed(0)
@@ -244,6 +258,8 @@ def main() -> None:
         example.use_triton_on_cpu()
         triton_kernel_info(diagnostic).add_device_type("cpu")
     check(example, device, diagnostic)
+    entries = routes(example, device)
+    print(f"dispatcher entries in one opreg step (0: the direct call): {entries}")
     sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     steps = contenders(example, diagnostic)
     shapes = [(8192, 4096), (4, 64)] if device == "cuda" else [(4, 64)]
@@ -291,7 +307,7 @@ def main() -> None:
     if args.json:
         write_json(
             args.json, "bench_swiglu", {**vars(args), "device": device},
-            {"steps": results, "host_parts": parts},
+            {"steps": results, "host_parts": parts, "dispatcher_entries": entries},
         )  # fmt: skip
 
 
