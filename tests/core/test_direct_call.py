@@ -386,6 +386,30 @@ def test_a_kernel_for_another_device_type_leaves_the_fallback_direct(route: Any,
     assert route(op, x)[0] == DIRECT
 
 
+@pytest.mark.parametrize("differentiable", [True, False])
+def test_with_device_kernels_one_crossing_calls_go_to_the_dispatcher(
+    route: Any, ns: str, differentiable: bool
+) -> None:
+    """Where the dispatcher reaches a device kernel in one crossing (a non-differentiable op,
+    inference mode) the call goes to it at once; a differentiable op's call outside inference
+    mode takes the direct route."""
+    op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
+                          fake_fn=torch.empty_like, differentiable=differentiable,
+                          backward=(lambda ctx, g: g * 2) if differentiable else None)  # fmt: skip
+    op.register_kernel("cpu", lambda x: x * 2)
+    x = torch.randn(3, requires_grad=True)
+    for context in (contextlib.nullcontext(), torch.no_grad()):
+        with context:
+            taken, out = route(op, x)
+        assert taken == (DIRECT if differentiable else DISPATCHER)
+        torch.testing.assert_close(out.detach(), x.detach() * 2)
+    with torch.inference_mode():
+        for t in (x, torch.randn(3)):  # a normal tensor, an inference tensor
+            taken, out = route(op, t)
+            assert taken == DISPATCHER
+            torch.testing.assert_close(out, t.detach() * 2)
+
+
 def test_unregister_and_re_register(route: Any, ns: str) -> None:
     op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::f",
                           fake_fn=torch.empty_like)  # fmt: skip
@@ -581,11 +605,13 @@ def test_inference_tensors_and_below_a_version_bump_go_to_the_dispatcher(
     assert route(add_into, frozen, torch.ones(3), 1.0)[0] == DISPATCHER
     torch.testing.assert_close(frozen, torch.ones(3))
     out, x = torch.zeros(3), torch.ones(3)
-    with torch.inference_mode():  # a normal tensor written in inference mode is bumped
+    # A normal tensor written in inference mode is bumped, on the direct route where the
+    # fallback serves every device type (with a device kernel, the dispatcher's at once).
+    expected = DIRECT if add_into._device_kernels.everywhere is not None else DISPATCHER
+    with torch.inference_mode():
         before = out._version
-        assert route(add_into, out, x, 1.0)[0] == DIRECT
+        assert route(add_into, out, x, 1.0)[0] == expected
         assert out._version == before + 1
-        # (an inference tensor among the inputs: the dispatcher's, with a device kernel)
     with AutoDispatchBelowADInplaceOrView():
         before = out._version
         assert route(add_into, out, torch.ones(3), 1.0)[0] == DISPATCHER
@@ -610,10 +636,11 @@ def test_none_for_a_required_tensor_gets_the_dispatchers_error(
 
 
 def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns: str) -> None:
-    """A mutating op with a device kernel whose first call is made in inference mode learns a
-    normal tensor's key set as plain (not an inference tensor's): later calls still take the
-    direct route."""
+    """A mutating op with a device kernel: a call in inference mode goes to the dispatcher and
+    learns no key set; a key set learnt while inference mode is on is a normal tensor's (not
+    an inference tensor's), so later calls still take the direct route."""
     from opreg_core import _direct_call
+    from opreg_core._private import dispatch_keys_raw
 
     op = register_vmap_op(_add_into, name=f"{ns}::learnt", mutates_args=("out",),
                           fake_fn=lambda out, x, alpha: None)  # fmt: skip
@@ -623,7 +650,9 @@ def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns
     try:
         out, x = torch.zeros(3), torch.ones(3)
         with torch.inference_mode():
-            assert route(op, out, x, 1.0)[0] == DIRECT
+            assert route(op, out, x, 1.0)[0] == DISPATCHER
+            assert not _direct_call._PLAIN_KEYS
+            assert _direct_call._plain_device_type(out, dispatch_keys_raw(out)) == "cpu"
         assert route(op, out, x, 1.0)[0] == DIRECT
         torch.testing.assert_close(out, torch.full((3,), 2.0))
     finally:
