@@ -181,6 +181,13 @@ def direct_call(
                 full = (*args, *[kwargs[name] for name in keywords])
             except KeyError:  # a name that is not the op's: the dispatcher's error
                 return entry(*args, **kwargs)
+        kernel = kernels.everywhere
+        if kernel is None and ((record is None and not mutated) or inference_mode()):
+            # Device kernels, and the dispatcher reaches the kernel in one crossing: a
+            # non-differentiable op's Autograd key falls through, and inference tensors have
+            # none. Checking each tensor's key set would cost about as much (H200 host: the
+            # plain op 1.17x its launcher through the dispatcher, 1.51x with the checks first).
+            return entry(*args, **kwargs)
         if (
             compiling()
             or function_modes_active()
@@ -191,13 +198,6 @@ def direct_call(
             or jit_tracing()
             or (autocast and any_autocast_enabled())
         ):
-            return entry(*args, **kwargs)
-        kernel = kernels.everywhere
-        if kernel is None and ((record is None and not mutated) or inference_mode()):
-            # Device kernels, and the dispatcher reaches the kernel in one crossing: a
-            # non-differentiable op's Autograd key falls through, and inference tensors have
-            # none. Checking each tensor's key set would cost about as much (H200 host: the
-            # plain op 1.17x its launcher through the dispatcher, 1.51x with the checks first).
             return entry(*args, **kwargs)
         shared = kernels.shared
         on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
