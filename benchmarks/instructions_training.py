@@ -12,8 +12,9 @@ and ``2 * calls`` calls; the difference over ``calls`` is the count per call (th
 own cost cancels). Needs ``valgrind`` on the PATH; CPU tensors only (valgrind does not run
 CUDA). ``--suite user`` counts ``bench_user_kernels``'s contenders instead: the same
 computations registered with ``register_triton_op`` (a Triton kernel for CUDA, so a CPU call
-takes the path of an op with device kernels and runs its PyTorch fallback). Instructions are not time (a cache miss costs more than an add), so the timed
-benchmark stays the reference; this one tells a 3 % change from noise on a 2-core VM.
+takes the path of an op with device kernels and runs its PyTorch fallback). Instructions are
+not time (a cache miss costs more than an add), so the timed benchmark stays the reference;
+this one tells a 3 % change from noise on a 2-core VM.
 """
 
 from __future__ import annotations

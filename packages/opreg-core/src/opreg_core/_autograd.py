@@ -517,9 +517,7 @@ class DirectRecord:
         #: keyword-only argument names: the kernel gets them by name (the Function, and so
         #: ``forward``, gets every argument positionally, in declaration order)
         self.keywords = signature.kwarg_only
-        self.tensor_positions = tuple(
-            i for i, kind in enumerate(signature.types) if kind in ("Tensor", "Optional[Tensor]")
-        )
+        self.tensor_positions = signature.tensor_positions
         #: device kernel -> ``apply`` of its Function
         self.applies: dict[Callable[..., Any], Callable[..., Any]] = {}
 

@@ -58,12 +58,11 @@ from ._private import (
     jit_tracing,
     profiler_enabled,
 )
-from ._signature import Signature
+from ._signature import OPTIONAL_TENSOR, TENSOR, Signature
 
 #: Argument kinds the plan covers: a schema type -> the Python type the value must have
 #: exactly (what the dispatcher would hand the kernel unchanged); tensors are checked apart.
 _SCALAR_KINDS: dict[str, type] = {"float": float, "int": int, "bool": bool, "str": str}
-_TENSOR, _OPTIONAL_TENSOR = "Tensor", "Optional[Tensor]"
 
 #: Dispatch key sets of plain dense tensors (their ``raw_repr``) -> device type, and of every
 #: other tensor seen -> "" (not plain): learnt from a fresh tensor of the same device.
@@ -103,9 +102,9 @@ def argument_plan(signature: Signature) -> ArgumentPlan | None:
         return None
     tensors, optional, scalars = [], [], []
     for i, kind in enumerate(signature.types):
-        if kind == _TENSOR:
+        if kind == TENSOR:
             tensors.append(i)
-        elif kind == _OPTIONAL_TENSOR:
+        elif kind == OPTIONAL_TENSOR:
             optional.append(i)
         elif kind in _SCALAR_KINDS:
             scalars.append((i, _SCALAR_KINDS[kind]))

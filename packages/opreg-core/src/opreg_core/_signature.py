@@ -34,6 +34,9 @@ import torch
 
 from ._private import parse_schema
 
+#: ``Signature.types`` of a tensor argument and of an optional one.
+TENSOR, OPTIONAL_TENSOR = "Tensor", "Optional[Tensor]"
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -58,6 +61,11 @@ class Signature:
     @property
     def names(self) -> tuple[str, ...]:
         return self.positional + self.kwarg_only
+
+    @property
+    def tensor_positions(self) -> tuple[int, ...]:
+        """Positions, in declaration order, of the ``Tensor`` and ``Tensor?`` arguments."""
+        return tuple(i for i, kind in enumerate(self.types) if kind in (TENSOR, OPTIONAL_TENSOR))
 
     def full_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
         """All arguments in declaration order, with the defaults the dispatcher dropped put back."""
