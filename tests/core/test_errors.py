@@ -357,6 +357,28 @@ def test_backward_that_needs_a_setup_context_gets_a_clear_error(ns: str) -> None
         op(x).sum().backward()
 
 
+def test_the_setup_context_hint_after_the_function_settled(ns: str) -> None:
+    """A backward that fails only after one passed (the op's Function has settled, see
+    ``DirectRecord.function_for``) gets the same hint."""
+    calls = [0]
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == 1:
+            return g
+        (x,) = ctx.saved_tensors  # nothing was saved: no setup_context
+        return g * x
+
+    op = register_vmap_op(_f, fake_fn=_fake, name=f"{ns}::op", backward=backward)
+    x = torch.ones(3, requires_grad=True)
+    op(x).sum().backward()
+    with pytest.raises(
+        RuntimeError, match=f"{ns}::op: backward raised ValueError.*without setup_context"
+    ):
+        op(x).sum().backward()
+    assert calls[0] == 2
+
+
 def test_a_backward_error_unrelated_to_ctx_gets_no_setup_context_hint(ns: str) -> None:
     """Only errors that reading an empty ctx raises get the setup_context hint."""
 
