@@ -198,8 +198,9 @@ def direct_call(
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
-        shared = kernels.shared
-        on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
+        if kernel is None:  # (read only here: the loop reads them only then)
+            shared = kernels.shared
+            on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
         needs_grad = shared_seen = False
         device = ""
         for i, optional in positions:
