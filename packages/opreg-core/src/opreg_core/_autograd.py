@@ -595,12 +595,7 @@ class DirectRecord:
             return flat
 
         def plain_backward(ctx: Any, *grads: Any) -> Any:
-            try:  # run_backward, inlined: a Python frame costs the most on autograd's threads
-                grads_in = backward(ctx, *grads)
-            except (AttributeError, IndexError, ValueError) as exc:
-                if not user_backward or setup_context is not None:
-                    raise
-                raise _empty_ctx_error(qualname, "backward", exc) from exc
+            grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
             if type(grads_in) is tuple and len(grads_in) == count:
                 return grads_in
             return _normalize(qualname, grads_in, count, "gradients")

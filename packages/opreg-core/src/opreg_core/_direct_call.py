@@ -163,7 +163,6 @@ def direct_call(
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
     plain_keys = _PLAIN_KEYS
     serving = kernels.serving
-    unguarded = kernels.direct
     grad_enabled = torch.is_grad_enabled
     inference_mode = torch.is_inference_mode_enabled
     applies = record.applies if record is not None else {}
@@ -180,8 +179,8 @@ def direct_call(
                 full = (*args, *[kwargs[name] for name in keywords])
             except KeyError:  # a name that is not the op's: the dispatcher's error
                 return entry(*args, **kwargs)
-        kernel = kernels.everywhere
-        if kernel is None and ((record is None and not mutated) or inference_mode()):
+        chosen = kernels.everywhere  # the kernel that serves the call (see ``Registered``)
+        if chosen is None and ((record is None and not mutated) or inference_mode()):
             # Device kernels, and the dispatcher reaches the kernel in one crossing: a
             # non-differentiable op's Autograd key falls through, and inference tensors have
             # none. Checking each tensor's key set would cost about as much (H200 host: the
@@ -198,7 +197,7 @@ def direct_call(
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
-        if kernel is None:  # (read only here: the loop reads them only then)
+        if chosen is None:  # (read only here: the loop reads them only then)
             shared = kernels.shared
             on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
         needs_grad = shared_seen = False
@@ -210,7 +209,7 @@ def direct_call(
             kind = type(a)
             if kind is not tensor_type and kind is not parameter_type:
                 return entry(*args, **kwargs)
-            if kernel is None and (
+            if chosen is None and (
                 shared is None or (on_cuda and a.is_cuda) or (on_cpu and a.is_cpu)
             ):
                 # a device type with a kernel of its own: only a plain dense tensor's key set
@@ -227,14 +226,14 @@ def direct_call(
                 shared_seen = True
             if a.requires_grad:
                 needs_grad = True
-        if kernel is None:
+        if chosen is None:
             if not device:
-                kernel = shared
+                chosen = shared
             elif shared_seen:  # mixed device types
                 return entry(*args, **kwargs)
             else:
-                kernel = serving.get(device)
-            if kernel is None:  # no kernel for the device type
+                chosen = serving.get(device)
+            if chosen is None:  # no kernel for the device type
                 return entry(*args, **kwargs)
         for i, exact in scalars:
             if type(full[i]) is not exact:
@@ -253,19 +252,18 @@ def direct_call(
             # kernel below that key (its own in-place aten calls bump nothing more).
             bump_versions(written)
             with below_inplace_or_view():
-                out = unguarded[kernel](*args, **kwargs)
+                out = chosen.direct(*args, **kwargs)
         elif recorded and record is not None:
             if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
                 return entry(*args, **kwargs)
-            apply = applies.get(kernel)
+            apply = applies.get(chosen.kernel)
             if apply is None:
-                apply = record.function_for(kernel)
+                apply = record.function_for(chosen.kernel)
             out = apply(*full)  # (a Function takes positional arguments only)
         else:
             # What the dispatcher runs below the op's Autograd kernel: the kernel, which for a
             # non-differentiable op runs itself below autograd where autograd could act.
-            if not recorded:
-                kernel = unguarded[kernel]
+            kernel = chosen.kernel if recorded else chosen.direct
             out = kernel(*args, **kwargs) if kwargs else kernel(*args)
         if multiple and type(out) is list:
             return tuple(out)

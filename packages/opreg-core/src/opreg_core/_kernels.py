@@ -87,7 +87,8 @@ _DIRECT_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 class DeviceKernels:
     """Which kernel the dispatcher runs for a plain tensor of each device type that the direct
     call serves (``_direct_call``): a ``register_kernel`` kernel, else the fallback where it is
-    registered; all emptied once the op is unregistered.
+    registered; each a :class:`Registered` (as registered, and as a direct call runs it where
+    autograd cannot act). All emptied once the op is unregistered.
 
     - ``serving``: the live table, device type -> kernel.
     - ``everywhere``: the fallback while it serves every device type (registered on
@@ -95,32 +96,27 @@ class DeviceKernels:
     - ``shared``: that fallback while every added kernel is for a device type the direct call
       serves (cpu, cuda): it serves a tensor of any other device type. Else None.
     - ``on_cpu``, ``on_cuda``: a ``register_kernel`` kernel serves that device type.
-    - ``direct``: each kernel above -> what a direct call runs where autograd cannot act
-      (``Registered.direct``).
     """
 
     __slots__ = (
-        "_added", "_everywhere", "direct", "everywhere", "fallbacks", "on_cpu", "on_cuda",
-        "serving", "shared",
+        "_added", "_everywhere", "everywhere", "fallbacks", "on_cpu", "on_cuda", "serving",
+        "shared",
     )  # fmt: skip
 
     #: The device types the direct call serves itself.
     DEVICE_TYPES: tuple[str, ...] = tuple(_DIRECT_KEYS)
 
     def __init__(self, fallbacks: dict[str, Registered], everywhere: Registered | None) -> None:
-        self.fallbacks = {device: k.kernel for device, k in fallbacks.items()}
-        self.serving = dict(self.fallbacks)
-        self.direct = {k.kernel: k.direct for k in fallbacks.values()}
-        self._everywhere = None if everywhere is None else everywhere.kernel
+        self.fallbacks = fallbacks
+        self.serving = dict(fallbacks)
+        self._everywhere = everywhere
         self._added: set[str] = set()
         self._refresh()
 
     def _refresh(self) -> None:
         added = self._added
-        self.everywhere: Callable[..., Any] | None = None if added else self._everywhere
-        self.shared: Callable[..., Any] | None = (
-            self._everywhere if added <= set(_DIRECT_KEYS) else None
-        )
+        self.everywhere: Registered | None = None if added else self._everywhere
+        self.shared: Registered | None = self._everywhere if added <= set(_DIRECT_KEYS) else None
         self.on_cpu = "cpu" in added
         self.on_cuda = "cuda" in added
 
@@ -134,27 +130,21 @@ class DeviceKernels:
     def add(self, device_type: str, kernel: Registered) -> None:
         self._added.add(device_type)
         if device_type in _DIRECT_KEYS:
-            old = self.serving.get(device_type)
-            if old is not None and old not in self.fallbacks.values():
-                del self.direct[old]
-            self.serving[device_type] = kernel.kernel
-            self.direct[kernel.kernel] = kernel.direct
+            self.serving[device_type] = kernel
         self._refresh()
 
     def remove(self, device_type: str) -> None:
         self._added.discard(device_type)
         fallback = self.fallbacks.get(device_type)
-        old = self.serving.pop(device_type, None)
-        if old is not None and old not in self.fallbacks.values():
-            del self.direct[old]
-        if fallback is not None:
+        if fallback is None:
+            self.serving.pop(device_type, None)
+        else:
             self.serving[device_type] = fallback
         self._refresh()
 
     def clear(self) -> None:
         self.fallbacks.clear()
         self.serving.clear()
-        self.direct.clear()
         self._added.clear()
         self._everywhere = None
         self._refresh()
