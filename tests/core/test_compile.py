@@ -120,6 +120,31 @@ def test_compile_backward_through_op(ops: dict[str, Any]) -> None:
     torch.testing.assert_close(gx, 2 * x.detach() * y * y)
 
 
+@pytest.mark.parametrize("route", ["op", "overload", "vmap"])
+def test_compiled_autograd_compiles_the_ops_backward(ops: dict[str, Any], route: str) -> None:
+    """Compiled autograd (a training step's backward under ``torch.compile``) traces the
+    graph that eager recorded through the op: its nodes give the key compiled autograd asks
+    for, on the direct route, through the dispatcher and under vmap, before and after the
+    direct route's Function settles."""
+    op = ops["backward"]
+    graphs: list[Any] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    fn = {"op": op, "overload": op.overload, "vmap": vmap(op)}[route]
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 4, dtype=torch.float64)
+    for _ in range(3):
+        x.grad = None
+        out = fn(x, y)
+        with torch._dynamo.compiled_autograd._enable(torch.compile(backend=backend)):
+            out.pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, 2 * x.detach() * y * y)
+    assert graphs, "the backward was not compiled"
+
+
 def test_compile_with_inductor_cpu(ops: dict[str, Any]) -> None:
     op = ops["no_backward"]
     x, y = torch.randn(8), torch.randn(8)

@@ -6,6 +6,7 @@ the dispatcher) and that the results, gradients and errors are the dispatcher's.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
 import pytest
@@ -501,6 +502,45 @@ def test_the_aliasing_check_runs_before_the_forward_settles(ns: str) -> None:
     for _ in range(2):  # a failed first call does not settle the forward
         with pytest.raises(RuntimeError, match="aliases input 'x'"):
             op(x)
+
+
+@pytest.mark.parametrize("call", ["op", "overload"])
+def test_the_graph_node_calls_the_backward_without_a_trampoline(ns: str, call: str) -> None:
+    """Autograd's engine calls ``apply`` on the node; opreg's node runs its backward there,
+    not through ``BackwardCFunction.apply`` (two Python frames on every backward), on both
+    routes, before and after the Function settles. Hooks on the node, anomaly mode and
+    ``retain_graph`` see the node as before."""
+    callers: list[str] = []
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        caller = sys._getframe(1)  # opreg's frames, then what called them
+        while caller is not None and "opreg_core" in caller.f_code.co_filename:
+            caller = caller.f_back
+        callers.append("" if caller is None else caller.f_code.co_filename)
+        return 2 * x * g
+
+    op = register_vmap_op(lambda x: x * x, schema="(Tensor x) -> Tensor", name=f"{ns}::sq",
+                          backward=backward, setup_context=setup,
+                          fake_fn=torch.empty_like)  # fmt: skip
+    fn = op if call == "op" else op.overload
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    seen: list[str] = []
+    for _ in range(3):  # the recording backward, then the settled one
+        seen.clear()
+        out = fn(x)
+        out.grad_fn.register_prehook(lambda grads: seen.append("pre"))
+        out.grad_fn.register_hook(lambda grads_in, grads_out: seen.append("post"))
+        with torch.autograd.detect_anomaly():
+            (g,) = torch.autograd.grad(out.sum(), x, retain_graph=True)
+        (g2,) = torch.autograd.grad(out.sum(), x)
+        torch.testing.assert_close(g, 2 * x.detach(), rtol=0, atol=0)
+        torch.testing.assert_close(g2, g, rtol=0, atol=0)
+        assert seen == ["pre", "post", "pre", "post"]
+    assert not any("torch/autograd/function.py" in f for f in callers), callers
 
 
 def test_double_backward_is_the_dispatchers(ns: str) -> None:

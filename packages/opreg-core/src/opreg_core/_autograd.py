@@ -45,14 +45,15 @@ from ._errors import NotDifferentiableError
 from ._private import (
     AFTER_AUTOGRAD_KEYSET,
     AutoDispatchBelowAutograd,
-    SingleLevelFunction,
     apply_function,
     call_jvp_rule,
     enable_single_level_autograd_function,
     entry_point,
     forward_mode_ad_active,
+    function_class,
     grad_modes,
     redispatch_boxed,
+    set_backward,
     tangent_flags,
     transform_grad_modes,
 )
@@ -436,7 +437,7 @@ def make_autograd_kernel(
     }
     if jvp is not None:
         methods["jvp"] = staticmethod(jvp_wrapper)
-    function = type(f"{qualname.replace('::', '_')}_Function", (SingleLevelFunction,), methods)
+    function = function_class(f"{qualname.replace('::', '_')}_Function", methods)
     record_direct = (
         DirectRecord(qualname, signature, setup_context, backward, user_backward)
         if plain and not returns_list
@@ -555,7 +556,7 @@ class DirectRecord:
             check no shapes (a wrong one is autograd's error)."""
             left[0] = 0
             function.forward = staticmethod(plain_forward)
-            function.backward = staticmethod(plain_backward)
+            set_backward(function, plain_backward)
 
         def first_forward(ctx: Any, *args: Any) -> Any:
             if left[0] <= 0 and passed[0]:  # the recording forwards are over
@@ -595,7 +596,15 @@ class DirectRecord:
             return flat
 
         def plain_backward(ctx: Any, *grads: Any) -> Any:
-            grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
+            # ``run_backward`` inlined: this is the node's ``apply`` (``function_class``), the
+            # one Python frame of a settled backward before the user's (callgrind, VM: the
+            # forward + backward of a one-tensor op ~1 % fewer instructions than through it)
+            try:
+                grads_in = backward(ctx, *grads)
+            except (AttributeError, IndexError, ValueError) as exc:
+                if not user_backward or setup_context is not None:
+                    raise
+                raise _empty_ctx_error(qualname, "backward", exc) from exc
             if type(grads_in) is tuple and len(grads_in) == count:
                 return grads_in
             return _normalize(qualname, grads_in, count, "gradients")
@@ -605,7 +614,7 @@ class DirectRecord:
             "backward": staticmethod(direct_backward),
         }
         name = f"{qualname.replace('::', '_')}_Function"
-        function: Any = type(name, (SingleLevelFunction,), methods)
+        function: Any = function_class(name, methods)
         apply: Callable[..., Any] = function.apply
         self.applies[registered] = apply
         return apply

@@ -60,7 +60,6 @@ __all__ = [
     "Library",
     "OpOverload",
     "OpOverloadPacket",
-    "SingleLevelFunction",
     "VmapLevelKeys",
     "add_batch_dim",
     "any_autocast_enabled",
@@ -87,6 +86,7 @@ __all__ = [
     "forget_sharding_strategies",
     "forward_ad_level",
     "forward_mode_ad_active",
+    "function_class",
     "function_modes_active",
     "functorch_transforms_active",
     "grad_modes",
@@ -99,6 +99,7 @@ __all__ = [
     "peek_interpreter_stack",
     "profiler_enabled",
     "redispatch_boxed",
+    "set_backward",
     "storage_id",
     "tangent_flags",
     "transform_grad_modes",
@@ -161,6 +162,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._functorch.autograd_function.enable_single_level_autograd_function",
     "torch._functorch.eager_transforms.JVP_NESTING",
     "torch.autograd.function._SingleLevelFunction",
+    "torch.autograd.function._SingleLevelFunction._backward_cls",
     "torch.autograd.forward_ad._current_level",
     "torch.autograd.forward_ad._set_fwd_grad_enabled",
     "torch.library.Library._destroy",
@@ -553,7 +555,40 @@ def dispatch_keys_raw(tensor: torch.Tensor) -> int:
 
 # -- Autograd kernels (see the import section above) ------------------------------------------
 
-SingleLevelFunction = _SingleLevelFunction
+
+#: What compiled autograd asks of a Function class and ``torch.autograd.Function`` defines
+#: (``_SingleLevelFunction`` does not): the key of its graph nodes' compiled backward.
+_COMPILED_AUTOGRAD: dict[str, Any] = {
+    "_compiled_autograd_key": staticmethod(lambda ctx: (ctx._autograd_function_id,)),
+}
+
+
+def function_class(name: str, methods: dict[str, Any]) -> Any:
+    """A single-level autograd Function class with ``methods`` (staticmethods), whose graph
+    node calls the class's ``backward`` itself.
+
+    The engine calls ``apply`` on the node (``PyNode::apply``), which ``BackwardCFunction``
+    defines in Python: it looks the user's function up (``_get_user_fn``, for ``vjp``) and
+    then calls it, two Python frames on every backward before the backward runs (on CUDA,
+    on autograd's device thread). opreg's Functions define no ``vjp`` and no
+    ``boxed_grads_call``, so the node's ``apply`` is their ``backward``; ``set_backward``
+    keeps the two the same. (Compiled autograd calls ``_forward_cls.backward``, the same
+    function.)
+    Public replacement: an autograd Function whose node calls ``backward`` without a Python
+    trampoline.
+    """
+    function = type(name, (_SingleLevelFunction,), {**methods, **_COMPILED_AUTOGRAD})
+    set_backward(function, methods["backward"].__func__)
+    return function
+
+
+def set_backward(function: Any, backward: Callable[..., Any]) -> None:
+    """Make ``backward`` the backward of a :func:`function_class` class and of its nodes
+    (recorded already or later: the node's class is looked up on each call)."""
+    function.backward = staticmethod(backward)
+    function._backward_cls.apply = backward
+
+
 enable_single_level_autograd_function: Callable[[], Any] = (
     _autograd_function.enable_single_level_autograd_function  # type: ignore[attr-defined]
 )
