@@ -147,7 +147,7 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._functorch.get_dynamic_layer_stack_depth",
     "torch._C._len_torch_dispatch_stack",
     "torch._C._len_torch_function_stack",
-    "torch._C._get_tracing_state",
+    "torch._C._is_tracing",
     "torch._C._dispatch_keys",
     "torch.autograd.profiler._is_profiler_enabled",
     "torch.compiler._is_compiling_flag",
@@ -377,7 +377,7 @@ dynamic_layer_depth: Callable[[], int] = _functorch.get_dynamic_layer_stack_dept
 dispatch_modes_active: Callable[[], int] = torch._C._len_torch_dispatch_stack
 function_modes_active: Callable[[], int] = torch._C._len_torch_function_stack
 #: Whether torch.jit is tracing (``torch.jit.is_tracing`` is the public, untyped, slower form).
-jit_tracing: Callable[[], Any] = torch._C._get_tracing_state
+jit_tracing: Callable[[], bool] = torch._C._is_tracing
 _pop_layer = _functorch.pop_dynamic_layer_stack
 _push_layer = _functorch.push_dynamic_layer_stack
 _ForceDispatchKeyGuard = torch._C._ForceDispatchKeyGuard
