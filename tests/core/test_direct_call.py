@@ -642,12 +642,16 @@ def test_inference_tensors_and_below_a_version_bump_go_to_the_dispatcher(
 
     with torch.inference_mode():
         frozen = torch.zeros(3)
-    assert route(add_into, frozen, torch.ones(3), 1.0)[0] == DISPATCHER
+    # With one kernel for every device type, an inference tensor goes to the dispatcher; with
+    # a device kernel the call enters the dispatcher below the op's ADInplaceOrView key (the
+    # spy counts the entry from the top only), which has nothing to bump either.
+    everywhere = add_into._device_kernels.everywhere is not None
+    assert route(add_into, frozen, torch.ones(3), 1.0)[0] == (DISPATCHER if everywhere else DIRECT)
     torch.testing.assert_close(frozen, torch.ones(3))
     out, x = torch.zeros(3), torch.ones(3)
     # A normal tensor written in inference mode is bumped, on the direct route where the
     # fallback serves every device type (with a device kernel, the dispatcher's at once).
-    expected = DIRECT if add_into._device_kernels.everywhere is not None else DISPATCHER
+    expected = DIRECT if everywhere else DISPATCHER
     with torch.inference_mode():
         before = out._version
         assert route(add_into, out, x, 1.0)[0] == expected
@@ -656,6 +660,73 @@ def test_inference_tensors_and_below_a_version_bump_go_to_the_dispatcher(
         before = out._version
         assert route(add_into, out, torch.ones(3), 1.0)[0] == DISPATCHER
         assert out._version == before  # the dispatcher bumps nothing there
+
+
+def test_a_mutating_op_with_a_device_kernel_crosses_into_python_once(ns: str) -> None:
+    """With a device kernel, an unrecorded write enters the dispatcher below the op's
+    ADInplaceOrView kernel: that Python kernel never runs, the device kernel runs once, and
+    results, versions and errors are those of the call through ``torch.ops`` for strided,
+    inference, meta, conjugate-view and ``Buffer`` tensors."""
+    import opreg_core._build as build
+
+    crossings: list[str] = []
+    made = build.make_mutation_kernel
+
+    def counted(overload: Any, signature: Any) -> Any:
+        inner = made(overload, signature)
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            crossings.append("ADInplaceOrView")
+            return inner(*args, **kwargs)
+
+        return spy
+
+    def kernel(out: torch.Tensor, x: torch.Tensor, alpha: float) -> None:
+        crossings.append("kernel")
+        out.add_(x, alpha=alpha)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "make_mutation_kernel", counted)
+        op = register_vmap_op(_add_into, name=f"{ns}::once", mutates_args=("out",),
+                              fake_fn=lambda out, x, alpha: None)  # fmt: skip
+    op.register_kernel("cpu", kernel)
+    with torch.no_grad():
+        out = torch.zeros(3)
+        before = out._version
+        op(out, torch.ones(3), 2.0)
+        assert crossings == ["kernel"] and out._version == before + 1
+        torch.testing.assert_close(out, torch.full((3,), 2.0))
+        crossings.clear()
+        op.overload(out, torch.ones(3), 1.0)  # from the top: both kernels
+        assert crossings == ["ADInplaceOrView", "kernel"]
+
+    def cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        with torch.inference_mode():
+            frozen = torch.zeros(3)
+        return [
+            (torch.zeros(4, 3).t(), torch.ones(3, 4)),
+            (frozen, torch.ones(3)),
+            (torch.zeros(3, device="meta"), torch.ones(3, device="meta")),
+            (torch.zeros(3, dtype=torch.complex64).conj(), torch.ones(3, dtype=torch.complex64)),
+            (torch.nn.Buffer(torch.zeros(3)), torch.ones(3)),
+        ]
+
+    for (a1, x1), (a2, x2) in zip(cases(), cases(), strict=True):
+        outcomes = []
+        for call, target, x in ((op, a1, x1), (op.overload, a2, x2)):
+            before = -1 if target.is_inference() else target._version
+            crossings.clear()
+            try:
+                call(target, x, 1.5)
+                if call is op:  # whatever the tensor, never through the Python bump kernel
+                    assert "ADInplaceOrView" not in crossings, (target, crossings)
+                after = -1 if target.is_inference() else target._version
+                outcomes.append(("ok", str(after - before)))
+            except Exception as exc:  # the dispatcher's error, on both routes
+                outcomes.append((type(exc).__name__, str(exc)))
+        assert outcomes[0] == outcomes[1], outcomes
+        if a1.device.type != "meta" and outcomes[0][0] == "ok":
+            torch.testing.assert_close(a1.resolve_conj(), a2.resolve_conj())
 
 
 @pytest.mark.parametrize("device_kernel", [False, True], ids=["fallback", "cpu_kernel"])

@@ -26,9 +26,16 @@ order.
 
 A mutating op's call takes the direct route where autograd records nothing (grad mode off
 or no input requiring grad): it bumps the versions of the written tensors, as its
-``ADInplaceOrView`` kernel does, and runs the kernel (a Liger-style backward writes its
-gradients in place through such an op on every step). A call that autograd would record goes
-through the dispatcher, as do calls on inference tensors and calls below a version bump.
+``ADInplaceOrView`` kernel does (a Liger-style backward writes its gradients in place through
+such an op on every step). An op whose one kernel serves every device type then runs it. An
+op with device kernels enters the dispatcher below its ``ADInplaceOrView`` key instead
+(``write_below``): one crossing into Python, the device kernel, with the dispatcher choosing
+it from the tensors' keys in C++. Reading those keys here cost more, most of all in a
+backward on autograd's CUDA thread (SwiGLU's training step on the H200: 1.20x the
+hand-written Function with the key reads, 1.10x through a one-crossing dispatcher route,
+``benchmarks/gpu/probe_swiglu_routes.py``). A call that autograd would record goes through
+the dispatcher from the top, as do calls below a version bump, with a subclass, and (with
+one kernel for every device type) on inference tensors.
 
 An op whose signature the plan does not cover (list arguments, a mutated ``Tensor?``, list
 outputs, other argument types) keeps the dispatcher's C++ entry point as its call.
@@ -167,6 +174,32 @@ def direct_call(
     inference_mode = torch.is_inference_mode_enabled
     applies = record.applies if record is not None else {}
 
+    below = entry  # (the same entry point, entered below the op's ADInplaceOrView kernel)
+
+    def write_below(args: tuple[Any, ...], kwargs: dict[str, Any], full: tuple[Any, ...]) -> Any:
+        """A mutating op with device kernels, outside every mode, transform and tracer: what
+        its ``ADInplaceOrView`` kernel does (bump the written tensors, then the rest of the
+        dispatch below that key), with the dispatcher entered below it, so that the call
+        crosses into Python once (the device kernel) instead of twice. The dispatcher then
+        picks the kernel from the tensors' keys itself: no key set is read here, only that
+        each tensor is a plain ``torch.Tensor`` (a subclass's call is the dispatcher's from
+        the top) and that autograd would record nothing."""
+        needs_grad = False
+        for i, optional in positions:
+            a = full[i]
+            if a is None and optional:
+                continue
+            kind = type(a)
+            if kind is not tensor_type and kind is not parameter_type:
+                return entry(*args, **kwargs)
+            if a.requires_grad:
+                needs_grad = True
+        if (needs_grad and grad_enabled()) or inplace_or_view_excluded():
+            return entry(*args, **kwargs)
+        bump_versions([full[i] for i in mutated])  # (an inference tensor is left alone)
+        with below_inplace_or_view():
+            return below(*args, **kwargs)
+
     def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
         # ``full``: every argument in declaration order (the positional ones, then the
         # keyword-only ones, each given by name; an omitted default goes to the dispatcher,
@@ -197,6 +230,8 @@ def direct_call(
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
+        if chosen is None and mutated:
+            return write_below(args, kwargs, full)
         if chosen is None:  # (read only here: the loop reads them only then)
             shared = kernels.shared
             on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
@@ -243,11 +278,11 @@ def direct_call(
             if recorded or inplace_or_view_excluded():
                 # autograd's rules for writes to recorded tensors; or below a version bump
                 return entry(*args, **kwargs)
+            # (One kernel for every device type: ``write_below`` serves the others.)
             written = [full[i] for i in mutated]
-            if not device:  # (a key set checked above is a normal tensor's, not inference)
-                for t in written:
-                    if t.is_inference():  # has no version counter (the dispatcher bumps none)
-                        return entry(*args, **kwargs)
+            for t in written:
+                if t.is_inference():  # has no version counter (the dispatcher bumps none)
+                    return entry(*args, **kwargs)
             # What the op's ADInplaceOrView kernel does (``_mutation``): bump, then run the
             # kernel below that key (its own in-place aten calls bump nothing more).
             bump_versions(written)
