@@ -13,6 +13,11 @@ Each contender is the example's op (examples/triton_swiglu.py) with another back
 - ``torch.library, 1 crossing``: a mutating op registered with ``torch.library`` alone,
   whose CUDA kernel bumps the versions and launches (``ADInplaceOrView`` a fallthrough): what
   the dispatcher costs with one Python crossing;
+- ``1 crossing + guard``: the same, called under ``_AutoDispatchBelowADInplaceOrView``;
+- ``opreg overload below ADInplaceOrView``: bump, then ``swiglu_backward_.overload`` under
+  that guard (opreg's route for such a write, without the direct call's checks);
+- ``twin (opreg's kernel, 1 crossing)``: a torch.library op whose CUDA kernel bumps and runs
+  the kernel opreg registered for ``swiglu_backward_``;
 - ``launching``: bench_swiglu's diagnostic (bump and launch in the backward, no op).
 
 A diagnostic for choosing a route, not a benchmark of opreg.
@@ -54,6 +59,27 @@ def with_backward(ex: Any, name: str, write: Any) -> Any:
     )  # fmt: skip
 
 
+def guarded(write: Any) -> Any:
+    """``write`` with the ADInplaceOrView (and autograd) keys excluded, as opreg's route does."""
+    guard = torch._C._AutoDispatchBelowADInplaceOrView
+
+    def run(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> None:
+        with guard():
+            write(a, b, dc)
+
+    return run
+
+
+def bumped(write: Any) -> Any:
+    bump = torch._C._increment_version
+
+    def run(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> None:
+        bump([a, b])
+        write(a, b, dc)
+
+    return run
+
+
 def one_crossing_op(ex: Any) -> Any:
     lib = torch.library.Library("probe_swiglu_routes", "FRAGMENT")
     lib.define("bwd_(Tensor(a!) a, Tensor(b!) b, Tensor dc) -> ()")
@@ -69,6 +95,25 @@ def one_crossing_op(ex: Any) -> Any:
     return torch.ops.probe_swiglu_routes.bwd_.default
 
 
+def twin_op(ex: Any) -> Any:
+    """A torch.library op whose CUDA kernel bumps and then runs the kernel opreg registered
+    for ``swiglu_backward_`` on CUDA (its wrappers included): the one-crossing route with
+    opreg's kernel, without a dispatch-key guard."""
+    lib = torch.library.Library("probe_swiglu_routes", "FRAGMENT")
+    lib.define("twin_(Tensor(a!) a, Tensor(b!) b, Tensor dc) -> ()")
+    bump = torch._C._increment_version
+    kernel = ex.swiglu_backward_._device_kernels.serving["cuda"].kernel
+
+    def cuda(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> None:
+        bump([a, b])
+        kernel(a, b, dc)
+
+    lib.impl("twin_", cuda, "CUDA")
+    lib.impl("twin_", torch.library.fallthrough_kernel, "ADInplaceOrView")
+    _LIBRARIES.append(lib)
+    return torch.ops.probe_swiglu_routes.twin_.default
+
+
 def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA device")
@@ -79,6 +124,11 @@ def main() -> None:
         "opreg": ex.swiglu,
         "dispatcher (2 crossings)": with_backward(ex, "two", ex.swiglu_backward_.overload),
         "torch.library, 1 crossing": with_backward(ex, "one", one),
+        "1 crossing + guard": with_backward(ex, "guarded", guarded(one)),
+        "opreg overload below ADInplaceOrView": with_backward(
+            ex, "below", bumped(guarded(ex.swiglu_backward_.overload))
+        ),
+        "twin (opreg's kernel, 1 crossing)": with_backward(ex, "twin", twin_op(ex)),
         "launching": bench_swiglu.launching_op(ex),
     }
     bench_swiglu.check(ex, "cuda", *ops.values())
