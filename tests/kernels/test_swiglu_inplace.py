@@ -31,10 +31,14 @@ def example() -> Iterator[Any]:
     spec = importlib.util.spec_from_file_location("triton_swiglu_example", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # In sys.modules, as an imported module is: Dynamo (compiled autograd) imports the module
+    # of the functions it traces.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     yield module
     for op in (module.swiglu, module.swiglu_backward_):
         unregister(op.qualname)
+    del sys.modules[spec.name]
 
 
 def _reference_grads(
@@ -80,6 +84,32 @@ def test_gradients_flow_through_activations(example: Any, triton_device: torch.d
         gate, up = (2 * leaf).chunk(2, dim=1)
         fn(gate.contiguous(), up.contiguous()).sum().backward()
         torch.testing.assert_close(leaf.grad, expected)
+
+
+def test_compiled_autograd_runs_the_in_place_backward(
+    example: Any, triton_device: torch.device
+) -> None:
+    """The training step with its backward compiled (compiled autograd): the graph recorded
+    through the op compiles, its backward's write through the mutating op included, and the
+    gradients equal PyTorch's, before and after the op's Function settles."""
+    x = torch.randn(16, 200, device=triton_device)
+    expected = torch.func.grad(lambda x: _swiglu_ref(*(2 * x).chunk(2, 1)).sum())(x)
+    graphs: list[Any] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    for _ in range(3):
+        leaf = x.clone().requires_grad_()
+        gate, up = (2 * leaf).chunk(2, dim=1)
+        out = example.swiglu(gate.contiguous(), up.contiguous())
+        with torch._dynamo.compiled_autograd._enable(torch.compile(backend=backend)):
+            out.sum().backward()
+        torch.testing.assert_close(leaf.grad, expected)
+    assert graphs, "the backward was not compiled"
+    assert any("swiglu_backward_" in str(gm.graph) for gm in graphs)
 
 
 def _swiglu_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
