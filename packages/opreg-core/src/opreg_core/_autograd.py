@@ -596,15 +596,7 @@ class DirectRecord:
             return flat
 
         def plain_backward(ctx: Any, *grads: Any) -> Any:
-            # ``run_backward`` inlined: this is the node's ``apply`` (``function_class``), the
-            # one Python frame of a settled backward before the user's (callgrind, VM: the
-            # forward + backward of a one-tensor op ~1 % fewer instructions than through it)
-            try:
-                grads_in = backward(ctx, *grads)
-            except (AttributeError, IndexError, ValueError) as exc:
-                if not user_backward or setup_context is not None:
-                    raise
-                raise _empty_ctx_error(qualname, "backward", exc) from exc
+            grads_in = run_backward(qualname, backward, ctx, grads, user_backward, setup_context)
             if type(grads_in) is tuple and len(grads_in) == count:
                 return grads_in
             return _normalize(qualname, grads_in, count, "gradients")
