@@ -747,25 +747,28 @@ def test_none_for_a_required_tensor_gets_the_dispatchers_error(
 
 
 def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns: str) -> None:
-    """A mutating op with a device kernel: a call in inference mode goes to the dispatcher and
-    learns no key set; a key set learnt while inference mode is on is a normal tensor's (not
-    an inference tensor's), so later calls still take the direct route."""
+    """An op with a device kernel: a call in inference mode goes to the dispatcher and learns
+    no key set; a key set learnt while inference mode is on is a normal tensor's (not an
+    inference tensor's), so later calls, which read the tensors' key sets, still take the
+    direct route. (A differentiable op: a mutating one's write reads no key set.)"""
     from opreg_core import _direct_call
     from opreg_core._private import dispatch_keys_raw
 
-    op = register_vmap_op(_add_into, name=f"{ns}::learnt", mutates_args=("out",),
-                          fake_fn=lambda out, x, alpha: None)  # fmt: skip
-    op.register_kernel("cpu", _add_into)
+    op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::learnt",
+                          fake_fn=torch.empty_like, backward=lambda ctx, g: g * 2)  # fmt: skip
+    op.register_kernel("cpu", lambda x: x * 2)
     saved = dict(_direct_call._PLAIN_KEYS)
     _direct_call._PLAIN_KEYS.clear()
     try:
-        out, x = torch.zeros(3), torch.ones(3)
+        x = torch.ones(3)
         with torch.inference_mode():
-            assert route(op, out, x, 1.0)[0] == DISPATCHER
+            assert route(op, x)[0] == DISPATCHER
             assert not _direct_call._PLAIN_KEYS
-            assert _direct_call._plain_device_type(out, dispatch_keys_raw(out)) == "cpu"
-        assert route(op, out, x, 1.0)[0] == DIRECT
+            assert _direct_call._plain_device_type(x, dispatch_keys_raw(x)) == "cpu"
+        taken, out = route(op, x)
+        assert taken == DIRECT
         torch.testing.assert_close(out, torch.full((3,), 2.0))
+        assert {dispatch_keys_raw(x): "cpu"} == _direct_call._PLAIN_KEYS
     finally:
         _direct_call._PLAIN_KEYS.clear()
         _direct_call._PLAIN_KEYS.update(saved)
