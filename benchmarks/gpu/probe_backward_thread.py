@@ -14,7 +14,6 @@ perf_counter around single calls includes its own cost (about 0.1 us).
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import sys
 import threading
@@ -25,9 +24,10 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-for package in ("opreg-core", "opreg-kernels"):
-    sys.path.insert(0, str(ROOT / "packages" / package / "src"))
+for folder in ("packages/opreg-core/src", "packages/opreg-kernels/src", "benchmarks"):
+    sys.path.insert(0, str(ROOT / folder))
 
+import bench_swiglu  # noqa: E402  (its load_example: examples/triton_swiglu.py)
 from opreg_core import _private  # noqa: E402  (the direct call's own checks, to time them)
 from opreg_kernels import register_triton_op  # noqa: E402
 
@@ -35,12 +35,7 @@ from opreg_kernels import register_triton_op  # noqa: E402
 def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA device")
-    spec = importlib.util.spec_from_file_location(
-        "swiglu_example", ROOT / "examples" / "triton_swiglu.py"
-    )
-    assert spec is not None and spec.loader is not None
-    ex = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex)
+    ex = bench_swiglu.load_example()
     times: dict[str, list[float]] = {}
     variant = ["op"]
 

@@ -13,7 +13,6 @@ step loses (caches, frequency), not from the thread itself. A diagnostic, not a 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 import timeit
@@ -24,9 +23,10 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-for package in ("opreg-core", "opreg-kernels"):
-    sys.path.insert(0, str(ROOT / "packages" / package / "src"))
+for folder in ("packages/opreg-core/src", "packages/opreg-kernels/src", "benchmarks"):
+    sys.path.insert(0, str(ROOT / folder))
 
+import bench_swiglu  # noqa: E402  (its load_example: examples/triton_swiglu.py)
 from opreg_core import _private  # noqa: E402  (the direct call's own checks, to time them)
 
 
@@ -131,12 +131,7 @@ def measure(table: dict[str, Callable[[], Any]]) -> dict[str, float]:
 def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA device")
-    spec = importlib.util.spec_from_file_location(
-        "swiglu_example", ROOT / "examples" / "triton_swiglu.py"
-    )
-    assert spec is not None and spec.loader is not None
-    ex = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex)
+    ex = bench_swiglu.load_example()
     a = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
     b, g = torch.randn_like(a), torch.randn_like(a)
     with torch.no_grad():
