@@ -565,17 +565,199 @@ def test_double_backward_is_the_dispatchers(ns: str) -> None:
 
 
 def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
-    def lists(xs: list[torch.Tensor]) -> torch.Tensor:
-        return torch.stack(xs).sum(0)
+    def split(x: torch.Tensor) -> list[torch.Tensor]:
+        return [x * 1, x * 2]
 
-    op = register_vmap_op(lists, name=f"{ns}::lists",
-                          fake_fn=lambda xs: torch.empty_like(xs[0]))  # fmt: skip
+    op = register_vmap_op(split, name=f"{ns}::split",
+                          fake_fn=lambda x: [torch.empty_like(x), torch.empty_like(x)])  # fmt: skip
     assert type(op).__dict__["__call__"] is op.overload._op
+    written_list = register_vmap_op(
+        lambda xs, y: None, schema="(Tensor(a!)[] xs, Tensor y) -> ()", name=f"{ns}::list_written",
+        mutates_args=("xs",), fake_fn=lambda xs, y: None,
+    )  # fmt: skip
+    assert type(written_list).__dict__["__call__"] is written_list.overload._op
     optional = register_vmap_op(
         lambda x, y: None, schema="(Tensor x, Tensor(a!)? y) -> ()", name=f"{ns}::opt_written",
         mutates_args=("y",), fake_fn=lambda x, y: None,
     )  # fmt: skip
     assert type(optional).__dict__["__call__"] is optional.overload._op
+
+
+# -- list arguments ----------------------------------------------------------------------------
+
+
+def _blend(xs: list[torch.Tensor], w: torch.Tensor, alpha: float) -> torch.Tensor:
+    out = w * 0
+    for i, x in enumerate(xs):
+        if x is not None:  # (a ``Tensor?[]`` may hold None)
+            out = out + x * w * (alpha + i)
+    return out
+
+
+def _blend_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    xs, w, alpha = inputs
+    assert type(xs) is list  # the declared arguments, a list as through the dispatcher
+    ctx.save_for_backward(w, *xs)
+    ctx.alpha = alpha
+    ctx.seen_needs = [tuple(ctx.needs_input_grad)]
+
+
+def _blend_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    w, *xs = ctx.saved_tensors
+    ctx.seen_needs.append(tuple(ctx.needs_input_grad))
+    gxs = [g * w * (ctx.alpha + i) for i in range(len(xs))]
+    gw = sum((g * x * (ctx.alpha + i) for i, x in enumerate(xs)), torch.zeros_like(w))
+    return gxs, gw, None
+
+
+@pytest.fixture(params=["fallback", "cpu_kernel", "optional_list"])
+def blend(request: pytest.FixtureRequest, ns: str) -> Any:
+    """``Tensor[] xs`` (or ``Tensor?[]``), a tensor and a scalar, with a backward returning a
+    list of gradients for the list."""
+    kind = "Tensor?[]" if request.param == "optional_list" else "Tensor[]"
+    op = register_vmap_op(
+        _blend,
+        schema=f"({kind} xs, Tensor w, float alpha) -> Tensor",
+        name=f"{ns}::blend",
+        fake_fn=lambda xs, w, alpha: torch.empty_like(w),
+        backward=_blend_backward,
+        setup_context=_blend_setup,
+    )
+    if request.param == "cpu_kernel":
+        op.register_kernel("cpu", _blend)
+    return op
+
+
+def _blend_grads(call: Any, xs: list[torch.Tensor], w: torch.Tensor) -> tuple[Any, ...]:
+    out = call(xs, w, 0.5)
+    wanted = [t for t in (*xs, w) if t.requires_grad]
+    return out, torch.autograd.grad(out.sum(), wanted), out.grad_fn
+
+
+@pytest.mark.parametrize("needing", ["all", "second element", "w only"])
+def test_list_arguments_take_the_direct_route_with_the_dispatchers_results(
+    route: Any, blend: Any, needing: str
+) -> None:
+    """Recorded calls: each element of a list is an input autograd sees; ``setup_context`` and
+    the backward get the list, and one ``needs_input_grad`` flag per declared argument (the
+    list's: whether any element needs a gradient), as through the dispatcher."""
+    xs = [torch.randn(3, 4, dtype=torch.float64) for _ in range(3)]
+    w = torch.randn(3, 4, dtype=torch.float64)
+    if needing in ("all", "second element"):
+        xs[1].requires_grad_()
+    if needing == "all":
+        xs[0].requires_grad_()
+    if needing != "second element":
+        w.requires_grad_()
+    taken, _ = route(blend, xs, w, 0.5)
+    assert taken == DIRECT
+    direct, through_ops = _blend_grads(blend, xs, w), _blend_grads(blend.overload, xs, w)
+    torch.testing.assert_close(direct[0], through_ops[0], rtol=0, atol=0)
+    torch.testing.assert_close(direct[1], through_ops[1], rtol=0, atol=0)
+    assert direct[2].name() == through_ops[2].name()
+    needs = direct[2].seen_needs
+    assert needs == through_ops[2].seen_needs
+    assert needs[0] == needs[1] == (needing != "w only", needing != "second element", False)
+    assert (xs[0].grad, xs[2].grad) == (None, None)
+
+
+def test_list_arguments_without_grad_run_the_kernel_alone(
+    route: Any, blend: Any, request: pytest.FixtureRequest
+) -> None:
+    """Not recorded: the kernel alone, an empty list too. In inference mode, an op with a
+    device kernel goes to the dispatcher, which reaches it in one crossing there."""
+    xs = [torch.randn(3, 4) for _ in range(2)]
+    w = torch.randn(3, 4)
+    for args in ((xs, w, 0.5), ([], w, 0.5)):
+        taken, out = route(blend, *args)
+        assert taken == DIRECT
+        torch.testing.assert_close(out, blend.overload(*args), rtol=0, atol=0)
+    with torch.inference_mode():
+        taken, out = route(blend, xs, w, 2.0)
+    device_kernel = request.node.callspec.params["blend"] == "cpu_kernel"
+    assert taken == (DISPATCHER if device_kernel else DIRECT)
+    torch.testing.assert_close(out, _blend(xs, w, 2.0), rtol=0, atol=0)
+
+
+def test_list_arguments_the_dispatcher_routes_differently(
+    route: Any, blend: Any, dispatcher_entries: Any
+) -> None:
+    """A tuple for the list (the dispatcher converts it), a subclass or a meta tensor in it, and
+    None in a ``Tensor[]`` (the dispatcher's error) go to the dispatcher."""
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(3, 4)
+    taken, out = route(blend, (x, x), w, 0.5)
+    assert taken == DISPATCHER
+    torch.testing.assert_close(out, blend([x, x], w, 0.5), rtol=0, atol=0)
+    assert route(blend, [x, x.detach().as_subclass(_Logged)], w, 0.5)[0] == DISPATCHER
+    taken, out = route(blend, [x.to("meta")], w.to("meta"), 0.5)
+    assert taken == DISPATCHER and out.device.type == "meta"
+    optional = "Tensor?[]" in str(blend.overload._schema)
+    if optional:  # None is an element like any other there
+        taken, out = route(blend, [x, None], w, 0.5)
+        assert taken == DIRECT
+        torch.testing.assert_close(out, blend.overload([x, None], w, 0.5), rtol=0, atol=0)
+    else:
+        with pytest.raises(Exception) as through_ops:
+            blend.overload([x, None], w, 0.5)
+        with dispatcher_entries(blend) as count, pytest.raises(type(through_ops.value)) as direct:
+            blend([x, None], w, 0.5)
+        assert count == [1]
+        assert str(direct.value) == str(through_ops.value)
+
+
+def test_a_call_holding_no_tensor_goes_to_the_dispatcher(route: Any, ns: str) -> None:
+    """With only list arguments, empty lists give the dispatcher no tensor to pick a kernel
+    by: the call is the dispatcher's, whatever it does with it."""
+
+    def total(xs: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack(xs).sum(0) if xs else torch.zeros(())
+
+    op = register_vmap_op(total, name=f"{ns}::total", fake_fn=lambda xs: torch.empty(()))
+    x = torch.randn(3, requires_grad=True)
+    taken, out = route(op, [x, x])
+    assert taken == DIRECT and out.requires_grad
+    taken, out = route(op, [])
+    assert taken == DISPATCHER
+    torch.testing.assert_close(out, op.overload([]), rtol=0, atol=0)
+
+
+def test_a_wrong_gradient_for_a_list_element_names_the_element(route: Any, ns: str) -> None:
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        return [g, g.sum(0)], None  # the second element's gradient has the wrong shape
+
+    op = register_vmap_op(
+        lambda xs, w: xs[0] + xs[1] + w, schema="(Tensor[] xs, Tensor w) -> Tensor",
+        name=f"{ns}::pair", fake_fn=lambda xs, w: torch.empty_like(w), backward=backward,
+    )  # fmt: skip
+    xs = [torch.randn(3, 4, requires_grad=True) for _ in range(2)]
+    w = torch.randn(3, 4)
+    assert route(op, xs, w)[0] == DIRECT
+    for call in (op, op.overload):
+        with pytest.raises(RuntimeError, match=rf"{op.qualname}.*argument 'xs\[1\]' of shape"):
+            call(xs, w).sum().backward()
+
+
+def test_a_mutating_op_with_a_list_argument(route: Any, ns: str) -> None:
+    """The written tensor is bumped, the list's elements are not; a subclass in the list sends
+    the call of an op with a device kernel to the dispatcher."""
+
+    def add_all(out: torch.Tensor, xs: list[torch.Tensor]) -> None:
+        for x in xs:
+            out.add_(x)
+
+    op = register_vmap_op(add_all, name=f"{ns}::add_all", mutates_args=("out",),
+                          fake_fn=lambda out, xs: None)  # fmt: skip
+    out, xs = torch.zeros(3), [torch.ones(3), torch.ones(3)]
+    before = _versions(out, *xs)
+    assert route(op, out, xs)[0] == DIRECT
+    assert [a - b for a, b in zip(_versions(out, *xs), before, strict=True)] == [1, 0, 0]
+    torch.testing.assert_close(out, torch.full((3,), 2.0))
+    op.register_kernel("cpu", add_all)
+    with torch.no_grad():
+        assert route(op, out, xs)[0] == DIRECT
+        assert route(op, out, [xs[0].as_subclass(_Logged)])[0] == DISPATCHER
+    torch.testing.assert_close(out, torch.full((3,), 5.0))
 
 
 # -- mutating ops ------------------------------------------------------------------------------

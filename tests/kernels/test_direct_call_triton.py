@@ -104,3 +104,56 @@ def test_other_calls_keep_their_routes(
         taken, out = route(op, x.detach().cpu().requires_grad_(), 0.5)
         assert taken == DIRECT and launcher.launches == 2
         torch.testing.assert_close(out.detach(), x.detach().cpu() * 0.5)
+
+
+def test_a_list_of_tensors_reaches_the_triton_kernel_directly(
+    route: Any, dispatcher_entries: Any, ns: str, triton_device: torch.device
+) -> None:
+    """``Tensor[]``: each element's key set is checked as a tensor argument's is; the Triton
+    kernel runs per element, recorded or not, with the dispatcher's values and gradients; a
+    list mixing device types goes to the dispatcher."""
+    launcher = Launcher()
+
+    def scale_all(xs: list[torch.Tensor], alpha: float) -> torch.Tensor:
+        return torch.stack([x * alpha for x in xs])
+
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        return list((g * ctx.alpha).unbind(0)), None
+
+    op = register_triton_op(
+        scale_all,
+        name=f"{ns}::scale_all",
+        fake_fn=lambda xs, alpha: torch.stack([torch.empty_like(x) for x in xs]),
+        triton_fn=lambda xs, alpha: torch.stack([launcher(x, alpha) for x in xs]),
+        triton_device_types=triton_device.type,
+        backward=backward,
+        setup_context=_setup,
+    )
+    xs = [torch.randn(300, device=triton_device, requires_grad=True) for _ in range(2)]
+    taken, out = route(op, xs, 0.5)
+    assert taken == DIRECT and launcher.launches == 2
+    expected = op.overload(xs, 0.5)
+    assert launcher.launches == 4
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    grads = torch.autograd.grad(out.sum(), xs)
+    torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), xs), rtol=0, atol=0)
+    torch.testing.assert_close(grads[1], torch.full_like(xs[1], 0.5))
+    with torch.no_grad():
+        taken, out = route(op, xs, 0.5)
+    assert taken == DIRECT and launcher.launches == 6 and not out.requires_grad
+    if triton_device.type == "cuda":  # CUDA and CPU elements: the dispatcher's
+        mixed = [xs[0], xs[1].detach().cpu()]
+        outcomes = []
+        for call in (op, op.overload):
+            with dispatcher_entries(op) as count:
+                try:
+                    outcomes.append(("ok", call(mixed, 0.5).cpu()))
+                except Exception as exc:  # noqa: BLE001 (the dispatcher's error, both routes)
+                    outcomes.append((type(exc).__name__, str(exc)))
+            if call is op:
+                assert count == [1]
+        assert outcomes[0][0] == outcomes[1][0]
+        if outcomes[0][0] == "ok":
+            torch.testing.assert_close(outcomes[0][1], outcomes[1][1], rtol=0, atol=0)
+        else:
+            assert outcomes[0] == outcomes[1]

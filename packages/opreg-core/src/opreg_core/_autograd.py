@@ -57,7 +57,7 @@ from ._private import (
     tangent_flags,
     transform_grad_modes,
 )
-from ._signature import Signature
+from ._signature import TENSOR_LIST_TYPES, Signature
 
 SetupContext = Callable[[Any, tuple[Any, ...], Any], None]
 Backward = Callable[..., Any]
@@ -297,8 +297,8 @@ class AutogradKernel(NamedTuple):
     """An operator's ``Autograd`` kernel, and how the direct call records a call itself."""
 
     kernel: Callable[..., Any]  #: registered with ``with_keyset=True``
-    #: how the direct call records a call; None where the op's arguments need flattening
-    #: (lists, keyword-only) or its outputs do (a list output)
+    #: how the direct call records a call; None where the op's outputs need flattening (a
+    #: list output)
     record: DirectRecord | None
 
 
@@ -440,7 +440,7 @@ def make_autograd_kernel(
     function = function_class(f"{qualname.replace('::', '_')}_Function", methods)
     record_direct = (
         DirectRecord(qualname, signature, setup_context, backward, user_backward)
-        if plain and not returns_list
+        if not returns_list
         else None
     )
     redispatch = redispatch_boxed(overload)
@@ -491,7 +491,7 @@ def make_autograd_kernel(
 
 class DirectRecord:
     """How the direct call (``_direct_call``) records a call of a differentiable op: the op's
-    Function for plain positional arguments outside every ``torch.func`` level, one per
+    Function for a call outside every ``torch.func`` level, one per
     device kernel (``function_for``; ``applies`` caches them), whose forward runs the kernel
     and the op's ``setup_context`` in one Python frame, as a hand-written
     ``forward(ctx, ...)`` does. It records what the op's Function records, and its backward
@@ -519,6 +519,11 @@ class DirectRecord:
         #: ``forward``, gets every argument positionally, in declaration order)
         self.keywords = signature.kwarg_only
         self.tensor_positions = signature.tensor_positions
+        #: positions of the list arguments (``Tensor[]``, ``Tensor?[]``): autograd gets every
+        #: element as an input of its own, after the declared arguments (``_list_rules``)
+        self.list_slots = tuple(
+            i for i, kind in enumerate(signature.types) if kind in TENSOR_LIST_TYPES
+        )
         #: device kernel -> ``apply`` of its Function
         self.applies: dict[Callable[..., Any], Callable[..., Any]] = {}
 
@@ -535,7 +540,13 @@ class DirectRecord:
         check, or the next forward after ``SHAPE_RECORDS`` recording ones, the Function
         settles: its ``forward`` is swapped for one that calls what the kernel runs
         (``passed_kernel``) and records nothing, its ``backward`` for one that checks no
-        shapes. Without a user backward it settles after its first forward."""
+        shapes. Without a user backward it settles after its first forward.
+
+        ``apply`` takes every argument in declaration order, then (with list arguments) the
+        elements of each list, so that autograd sees them; ``setup_context`` and the backward
+        see the declared arguments, and ``ctx.needs_input_grad`` has one flag per declared
+        argument (a list's: any element needs a gradient), as through the dispatcher; the
+        shapes' check names a list's element (``xs[1]``)."""
         qualname, names, backward = self.qualname, self.names, self.backward
         setup_context, user_backward = self.setup_context, self.user_backward
         count = len(names)
@@ -555,8 +566,36 @@ class DirectRecord:
             """From now on: forwards call the kernel itself and record nothing, and backwards
             check no shapes (a wrong one is autograd's error)."""
             left[0] = 0
-            function.forward = staticmethod(plain_forward)
-            set_backward(function, plain_backward)
+            function.forward = staticmethod(flat_forward(plain_forward))
+            set_backward(function, flat_backward(plain_backward))
+
+        if self.list_slots:
+
+            def shapes_of(args: tuple[Any, ...]) -> Any:
+                """The spec and each flat input's shape (None where no gradient is wanted),
+                the list elements spread as the dispatcher's Function spreads them."""
+                spec, flat = flatten_inputs(args)
+                return spec, [
+                    x.shape if isinstance(x, tensor) and x.requires_grad else None for x in flat
+                ]
+
+            def check_shapes(grads: tuple[Any, ...], recorded: Any) -> None:
+                spec, shapes = recorded
+                flat = flatten_grads(spec, grads)
+                for i, (g, shape) in enumerate(zip(flat, shapes, strict=False)):
+                    if isinstance(g, tensor) and shape is not None and g.shape != shape:
+                        check_grad_shape(qualname, names, spec, i, g, shape)
+
+        else:
+
+            def shapes_of(args: tuple[Any, ...]) -> Any:
+                return [None if args[i] is None else args[i].shape for i in positions]
+
+            def check_shapes(grads: tuple[Any, ...], recorded: Any) -> None:
+                for shape, i in zip(recorded, positions, strict=True):
+                    g = grads[i]
+                    if isinstance(g, tensor) and shape is not None and g.shape != shape:
+                        check_grad_shape(qualname, names, plain_spec, i, g, shape)
 
         def first_forward(ctx: Any, *args: Any) -> Any:
             if left[0] <= 0 and passed[0]:  # the recording forwards are over
@@ -567,7 +606,7 @@ class DirectRecord:
             if multiple and type(out) is list:  # the dispatcher would hand autograd a tuple
                 out = tuple(out)
             if left[0] > 0:  # the tensor inputs' shapes, for the gradients' check
-                ctx.opreg_shapes = [None if args[i] is None else args[i].shape for i in positions]
+                ctx.opreg_shapes = shapes_of(args)
                 left[0] -= 1
             elif not user_backward:  # nothing to check: settle at once
                 settle()
@@ -588,10 +627,7 @@ class DirectRecord:
             flat = _normalize(qualname, grads_in, count, "gradients")
             shapes = getattr(ctx, "opreg_shapes", None)
             if shapes is not None:
-                for shape, i in zip(shapes, positions, strict=True):
-                    g = flat[i]
-                    if isinstance(g, tensor) and shape is not None and g.shape != shape:
-                        check_grad_shape(qualname, names, plain_spec, i, g, shape)
+                check_shapes(flat, shapes)
                 settle()
             return flat
 
@@ -601,15 +637,66 @@ class DirectRecord:
                 return grads_in
             return _normalize(qualname, grads_in, count, "gradients")
 
+        flat_forward, flat_backward = _list_rules(self.list_slots, count)
         methods = {
-            "forward": staticmethod(first_forward),
-            "backward": staticmethod(direct_backward),
+            "forward": staticmethod(flat_forward(first_forward)),
+            "backward": staticmethod(flat_backward(direct_backward)),
         }
         name = f"{qualname.replace('::', '_')}_Function"
         function: Any = function_class(name, methods)
         apply: Callable[..., Any] = function.apply
         self.applies[registered] = apply
         return apply
+
+
+Rule = Callable[..., Any]
+
+
+def _list_rules(
+    slots: tuple[int, ...], count: int
+) -> tuple[Callable[[Rule], Rule], Callable[[Rule], Rule]]:
+    """How a direct Function's forward and backward meet autograd's inputs
+    (:meth:`DirectRecord.function_for`): as they are without list arguments. With them
+    (``slots``: their positions among the ``count`` declared arguments), autograd gets the
+    declared arguments, then every list's elements: a forward that hands the rule the declared
+    ones with one ``ctx.needs_input_grad`` flag each (a list's: any element's), and a backward
+    that gives each element its gradient (and the lists themselves none)."""
+    if not slots:
+        return _same, _same
+
+    def list_forward(forward: Rule) -> Rule:
+        def forward_spread(ctx: Any, *values: Any) -> Any:
+            flags = ctx.needs_input_grad
+            needs = [*flags[:count]]
+            lengths = []
+            start = count
+            for i in slots:
+                end = start + len(values[i])
+                needs[i] = True in flags[start:end]
+                lengths.append(end - start)
+                start = end
+            ctx.needs_input_grad = tuple(needs)
+            ctx.opreg_lengths = lengths
+            return forward(ctx, *values[:count])
+
+        return forward_spread
+
+    def list_backward(backward: Rule) -> Rule:
+        def backward_spread(ctx: Any, *grads: Any) -> Any:
+            declared = list(backward(ctx, *grads))
+            for i, n in zip(slots, ctx.opreg_lengths, strict=True):
+                g = declared[i]
+                declared[i] = None
+                declared += [None] * n if g is None else g
+            return tuple(declared)
+
+        return backward_spread
+
+    return list_forward, list_backward
+
+
+def _same(rule: Rule) -> Rule:
+    return rule
 
 
 def _by_name(

@@ -37,8 +37,10 @@ hand-written Function with the key reads, 1.10x through a one-crossing dispatche
 the dispatcher from the top, as do calls below a version bump, with a subclass, and (with
 one kernel for every device type) on inference tensors.
 
-An op whose signature the plan does not cover (list arguments, a mutated ``Tensor?``, list
-outputs, other argument types) keeps the dispatcher's C++ entry point as its call.
+List arguments (``Tensor[]``, ``Tensor?[]``) take the direct route too, each element checked
+as a tensor argument is (a list given as a tuple, which the dispatcher converts, goes to it).
+An op whose signature the plan does not cover (a mutated ``Tensor?`` or list, list outputs,
+other argument types) keeps the dispatcher's C++ entry point as its call.
 """
 
 from __future__ import annotations
@@ -65,11 +67,21 @@ from ._private import (
     jit_tracing,
     profiler_enabled,
 )
-from ._signature import OPTIONAL_TENSOR, TENSOR, Signature
+from ._signature import (
+    OPTIONAL_TENSOR,
+    OPTIONAL_TENSOR_LIST,
+    TENSOR,
+    TENSOR_LIST,
+    Signature,
+)
 
 #: Argument kinds the plan covers: a schema type -> the Python type the value must have
 #: exactly (what the dispatcher would hand the kernel unchanged); tensors are checked apart.
 _SCALAR_KINDS: dict[str, type] = {"float": float, "int": int, "bool": bool, "str": str}
+
+#: How many lengths of its list arguments an op keeps the positions of (``spread``); calls
+#: with others work them out again.
+_SPREAD_SHAPES = 64
 
 #: Dispatch key sets of plain dense tensors (their ``raw_repr``) -> device type, and of every
 #: other tensor seen -> "" (not plain): learnt from a fresh tensor of the same device.
@@ -96,18 +108,16 @@ class ArgumentPlan(NamedTuple):
     optional: tuple[int, ...]  #: positions of the ``Tensor?`` arguments
     scalars: tuple[tuple[int, type], ...]  #: (position, the exact Python type) of the scalars
     mutated: tuple[int, ...]  #: positions of the mutated (``Tensor(a!)``) arguments
+    #: (position, its elements may be None) of the ``Tensor[]`` and ``Tensor?[]`` arguments
+    lists: tuple[tuple[int, bool], ...] = ()
 
 
 def argument_plan(signature: Signature) -> ArgumentPlan | None:
     """The plan of an op's arguments in declaration order (the positional ones, then the
     keyword-only ones), or None where the direct route does not apply to the op."""
-    if (
-        signature.returns_list
-        or signature.list_args
-        or len(signature.types) != len(signature.names)
-    ):
+    if signature.returns_list or len(signature.types) != len(signature.names):
         return None
-    tensors, optional, scalars = [], [], []
+    tensors, optional, scalars, lists = [], [], [], []
     for i, kind in enumerate(signature.types):
         if kind == TENSOR:
             tensors.append(i)
@@ -115,14 +125,16 @@ def argument_plan(signature: Signature) -> ArgumentPlan | None:
             optional.append(i)
         elif kind in _SCALAR_KINDS:
             scalars.append((i, _SCALAR_KINDS[kind]))
+        elif kind in (TENSOR_LIST, OPTIONAL_TENSOR_LIST):
+            lists.append((i, kind == OPTIONAL_TENSOR_LIST))
         else:
             return None
-    if not tensors:
+    if not tensors and not lists:
         return None  # no tensor to say which device kernel serves the call
     mutated = tuple(signature.names.index(name) for name in signature.mutated)
     if any(i not in tensors for i in mutated):
-        return None  # a mutated Tensor? (None or not): the dispatcher's
-    return ArgumentPlan(tuple(tensors), tuple(optional), tuple(scalars), mutated)
+        return None  # a mutated Tensor? or list of tensors: the dispatcher's
+    return ArgumentPlan(tuple(tensors), tuple(optional), tuple(scalars), mutated, tuple(lists))
 
 
 def direct_call(
@@ -160,9 +172,12 @@ def direct_call(
     plan = argument_plan(signature)
     if plan is None:
         return None
-    tensors, optionals, scalars, mutated = plan
+    tensors, optionals, scalars, mutated, lists = plan
     #: (position, may be None) of every tensor argument, the required ones first
     positions = (*((i, False) for i in tensors), *((i, True) for i in optionals))
+    # With no ``Tensor`` argument, a call may hold no tensor at all (empty lists, Nones): the
+    # dispatcher's then, which has no tensor to pick a kernel by either.
+    may_hold_none = not tensors
     count = len(signature.types)
     npos = len(signature.positional)
     keywords = signature.kwarg_only  # passed by name: the kernel gets them as keywords
@@ -178,7 +193,41 @@ def direct_call(
     # so that the tests' spy on ``entry`` (tests/conftest.py) counts entries from the top only.
     below = entry
 
-    def write_below(args: tuple[Any, ...], kwargs: dict[str, Any], full: tuple[Any, ...]) -> Any:
+    list_positions = tuple(i for i, _ in lists)
+    #: the lists' lengths -> ``spread``'s positions for them (at most ``_SPREAD_SHAPES``)
+    spread_positions: dict[tuple[int, ...], tuple[tuple[int, bool], ...]] = {}
+
+    def spread(full: tuple[Any, ...]) -> tuple[list[Any], tuple[tuple[int, bool], ...]] | None:
+        """Every argument, then the elements of each list argument (as the op's Function
+        takes them, ``DirectRecord``); and the positions there of every tensor argument and
+        list element, with whether it may be None. None where a list argument is not a
+        ``list`` (the dispatcher converts a tuple)."""
+        values, counted = [*full], []
+        for i in list_positions:
+            elements = full[i]
+            if type(elements) is not list:
+                return None
+            values += elements
+            counted.append(len(elements))
+        lengths = tuple(counted)
+        where = spread_positions.get(lengths)
+        if where is None:
+            spread_list = [*positions]
+            start = count
+            for (_, optional), n in zip(lists, lengths, strict=True):
+                spread_list += [(j, optional) for j in range(start, start + n)]
+                start += n
+            where = tuple(spread_list)
+            if len(spread_positions) < _SPREAD_SHAPES:
+                spread_positions[lengths] = where
+        return values, where
+
+    def write_below(
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        values: tuple[Any, ...] | list[Any],
+        checked: tuple[tuple[int, bool], ...],
+    ) -> Any:
         """A mutating op with device kernels, outside every mode, transform and tracer: what
         its ``ADInplaceOrView`` kernel does (bump the written tensors, then the rest of the
         dispatch below that key), with the dispatcher entered below it, so that the call
@@ -187,8 +236,8 @@ def direct_call(
         each tensor is a plain ``torch.Tensor`` (a subclass's call is the dispatcher's from
         the top) and that autograd would record nothing."""
         needs_grad = False
-        for i, optional in positions:
-            a = full[i]
+        for i, optional in checked:
+            a = values[i]
             if a is None and optional:
                 continue
             kind = type(a)
@@ -198,7 +247,7 @@ def direct_call(
                 needs_grad = True
         if (needs_grad and grad_enabled()) or inplace_or_view_excluded():
             return entry(*args, **kwargs)
-        bump_versions([full[i] for i in mutated])  # (an inference tensor is left alone)
+        bump_versions([values[i] for i in mutated])  # (an inference tensor is left alone)
         with below_inplace_or_view():
             return below(*args, **kwargs)
 
@@ -232,15 +281,24 @@ def direct_call(
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
+        # ``values``: the arguments and, with list arguments, their elements after them;
+        # ``checked``: where in it each tensor sits (with whether it may be None).
+        values: tuple[Any, ...] | list[Any] = full
+        checked: tuple[tuple[int, bool], ...] = positions
+        if lists:
+            spread_out = spread(full)
+            if spread_out is None:
+                return entry(*args, **kwargs)
+            values, checked = spread_out
         if chosen is None and mutated:
-            return write_below(args, kwargs, full)
+            return write_below(args, kwargs, values, checked)
         if chosen is None:  # (read only here: the loop reads them only then)
             shared = kernels.shared
             on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
         needs_grad = shared_seen = False
         device = ""
-        for i, optional in positions:
-            a = full[i]
+        for i, optional in checked:
+            a = values[i]
             if a is None and optional:
                 continue
             kind = type(a)
@@ -263,6 +321,8 @@ def direct_call(
                 shared_seen = True
             if a.requires_grad:
                 needs_grad = True
+        if may_hold_none and not (device or shared_seen):  # no tensor at all
+            return entry(*args, **kwargs)
         if chosen is None:
             if not device:
                 chosen = shared
@@ -296,7 +356,9 @@ def direct_call(
             apply = applies.get(chosen.kernel)
             if apply is None:
                 apply = record.function_for(chosen.kernel)
-            out = apply(*full)  # (a Function takes positional arguments only)
+            # (A Function takes positional arguments only; with list arguments, their
+            # elements follow the declared arguments, so that autograd sees them.)
+            out = apply(*values)
         else:
             # What the dispatcher runs below the op's Autograd kernel: the kernel, which for a
             # non-differentiable op runs itself below autograd where autograd could act.

@@ -36,6 +36,8 @@ from ._private import parse_schema
 
 #: ``Signature.types`` of a tensor argument and of an optional one.
 TENSOR, OPTIONAL_TENSOR = "Tensor", "Optional[Tensor]"
+#: ``Signature.types`` of a list of tensors and of a list of optional tensors.
+TENSOR_LIST, OPTIONAL_TENSOR_LIST = "List[Tensor]", "List[Optional[Tensor]]"
 
 
 @dataclass(frozen=True)
@@ -105,16 +107,9 @@ def infer_schema(
 
 
 #: The argument types that hold tensors (as ``str(argument.real_type)``).
-TENSOR_TYPES = frozenset(
-    {
-        "Tensor",
-        "Optional[Tensor]",
-        "List[Tensor]",
-        "List[Optional[Tensor]]",
-    }
-)
+TENSOR_TYPES = frozenset({TENSOR, OPTIONAL_TENSOR, TENSOR_LIST, OPTIONAL_TENSOR_LIST})
 #: The tensor types given to autograd as one input per element.
-TENSOR_LIST_TYPES = frozenset(t for t in TENSOR_TYPES if "List" in t)
+TENSOR_LIST_TYPES = frozenset({TENSOR_LIST, OPTIONAL_TENSOR_LIST})
 #: Plain (non-tensor) values an argument may hold, alone, optional or in a list.
 PLAIN_TYPES = frozenset(
     {
