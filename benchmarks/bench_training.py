@@ -12,7 +12,10 @@ the libraries above write it), and an opreg op (``register_vmap_op`` with ``back
 
 - ``1 tensor``: ``square(x) = x * x``;
 - ``6 arguments``: an RMSNorm-like ``rms_norm(x, w, eps, offset, scale, cast)`` (2 tensors,
-  4 scalars).
+  4 scalars);
+- ``list of 3``: ``weighted_sum(xs, w) = (xs[0] + xs[1] + xs[2]) * w``, a ``Tensor[]`` of three
+  and a tensor. A Function cannot see the tensors in a list, so the hand-written one takes
+  them spread, ``apply(w, *xs)``, as its authors write it.
 
 Rows, for each signature: ``no grad`` (no input requires grad), ``forward`` (the inputs
 require grad: the call is recorded) and ``forward + backward`` (``out.backward(g)`` after
@@ -125,6 +128,43 @@ def _rms_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
     return dx, dw, None, None, None, None
 
 
+# --- list of 3: weighted_sum(xs, w) = sum(xs) * w
+def wsum_fwd(xs: list[torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    return total * w
+
+
+def wsum_bwd(xs: list[torch.Tensor], w: torch.Tensor, g: torch.Tensor) -> tuple[Any, ...]:
+    """Gradients of the list (one per element) and of w."""
+    gx = g * w
+    return [gx] * len(xs), (g * wsum_fwd(xs, torch.ones_like(w))).sum(0)
+
+
+class WeightedSumFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, w: torch.Tensor, *xs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(w, *xs)
+        return wsum_fwd(list(xs), w)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        w, *xs = ctx.saved_tensors
+        gxs, gw = wsum_bwd(xs, w, g)
+        return (gw, *gxs)
+
+
+def _wsum_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    xs, w = inputs
+    ctx.save_for_backward(w, *xs)
+
+
+def _wsum_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+    w, *xs = ctx.saved_tensors
+    return wsum_bwd(xs, w, g)
+
+
 def build(namespace: str = "opreg_bench_training") -> dict[str, dict[str, Callable[..., Any]]]:
     """Per signature: the eager computation, the Function and the opreg op."""
     square = register_vmap_op(
@@ -141,9 +181,21 @@ def build(namespace: str = "opreg_bench_training") -> dict[str, dict[str, Callab
         backward=_rms_backward,
         setup_context=_rms_setup,
     )
+    wsum = register_vmap_op(
+        wsum_fwd,
+        name=f"{namespace}::weighted_sum",
+        fake_fn=lambda xs, w: torch.empty_like(xs[0]),
+        backward=_wsum_backward,
+        setup_context=_wsum_setup,
+    )
+
+    def wsum_function(xs: list[torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+        return WeightedSumFunction.apply(w, *xs)  # type: ignore[no-any-return]
+
     return {
         "1 tensor": {"eager": square_fwd, "Function": SquareFunction.apply, "opreg": square},
         "6 arguments": {"eager": rms_fwd, "Function": RMSNormFunction.apply, "opreg": rms},
+        "list of 3": {"eager": wsum_fwd, "Function": wsum_function, "opreg": wsum},
     }
 
 
@@ -152,6 +204,9 @@ def _inputs(signature: str, device: str, grad: bool) -> tuple[Any, ...]:
     if signature == "1 tensor":
         return (x,)
     w = torch.rand(64, device=device, requires_grad=grad)
+    if signature == "list of 3":
+        rest = [torch.randn(4, 64, device=device, requires_grad=grad) for _ in range(2)]
+        return ([x, *rest], w)
     return (x, w, 1e-6, 1.0, 0.5, True)
 
 
@@ -159,7 +214,7 @@ def _thunks(
     fns: dict[str, Callable[..., Any]], args: tuple[Any, ...], backward: bool
 ) -> dict[str, Callable[[], Any]]:
     """One thunk per contender; with ``backward``, each call is followed by ``.backward``."""
-    grad = torch.ones_like(args[0]) if backward else None
+    grad = torch.ones_like(fns["eager"](*args)) if backward else None
 
     def thunk(fn: Callable[..., Any]) -> Callable[[], Any]:
         if grad is None:

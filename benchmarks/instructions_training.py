@@ -4,9 +4,10 @@ a figure that a shared or noisy machine does not change, for the host cost of a 
     python benchmarks/instructions_training.py [--calls 1000] [--suite training|user]
                                                [--json PATH]
 
-For each signature (1 tensor, 6 arguments), path (no grad, forward, forward + backward) and
-contender (the hand-written ``torch.autograd.Function``, the opreg op), a child process runs
-the call under ``valgrind --tool=callgrind --instr-atstart=no``: 200 warm calls, then
+For each signature (1 tensor, 6 arguments; with the training suite, list of 3 too), path
+(no grad, forward, forward + backward) and contender (the hand-written
+``torch.autograd.Function``, the opreg op), a child process runs the call under
+``valgrind --tool=callgrind --instr-atstart=no``: 200 warm calls, then
 ``callgrind_control -i on``, the timed calls, ``-i off``. Each case runs twice, with ``calls``
 and ``2 * calls`` calls; the difference over ``calls`` is the count per call (the toggling's
 own cost cancels). Needs ``valgrind`` on the PATH; CPU tensors only (valgrind does not run
@@ -32,6 +33,8 @@ HERE = Path(__file__).resolve().parent
 CONTENDERS = ("Function", "opreg")
 PATHS = {"no grad": "nograd", "forward": "fwd", "forward + backward": "fb"}
 SIGNATURES = ("1 tensor", "6 arguments")
+#: bench_training's signatures beyond those of both suites
+TRAINING_ONLY = ("list of 3",)
 
 
 def _child(suite: str, contender: str, signature: str, path: str, calls: int) -> None:
@@ -50,7 +53,7 @@ def _child(suite: str, contender: str, signature: str, path: str, calls: int) ->
         ops = bench_training.build("opreg_bench_instructions")
     fn = ops[signature][contender]
     args = bench_training._inputs(signature, "cpu", path != "nograd")
-    grad = torch.ones_like(args[0])
+    grad = torch.ones(4, 64)  # the outputs' shape (the first input's, or its list's elements')
 
     def step() -> None:
         if path == "fb":
@@ -103,7 +106,8 @@ def main() -> None:
     print(f"| {'signature':<11} | {'path':<18} | {'Function':>9} | {'opreg':>9} | opreg/Function |")
     print(f"|{'-' * 13}|{'-' * 20}|{'-' * 11}|{'-' * 11}|----------------|")
     rows = []
-    for signature in SIGNATURES:
+    signatures = SIGNATURES + (TRAINING_ONLY if args.suite == "training" else ())
+    for signature in signatures:
         for label, path in PATHS.items():
             per_call = {}
             for contender in CONTENDERS:
