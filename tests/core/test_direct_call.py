@@ -1038,3 +1038,33 @@ def test_a_keyword_only_written_tensor(route: Any, ns: str) -> None:
     assert route(op, x, out=out)[0] == DIRECT
     assert out._version == before + 1
     torch.testing.assert_close(out, torch.ones(3))
+
+
+def test_a_list_with_keyword_only_arguments(route: Any, ns: str) -> None:
+    """The Function gets the list's elements after every declared argument (the keyword-only
+    ones included); ``setup_context`` sees the declared ones, the list a list."""
+
+    def f(xs: list[torch.Tensor], *, w: torch.Tensor, k: float = 2.0) -> torch.Tensor:
+        return (xs[0] + xs[1]) * w * k
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        xs, w, k = inputs
+        assert type(xs) is list
+        ctx.save_for_backward(w, *xs)
+        ctx.k = k
+
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        w, a, b = ctx.saved_tensors
+        return [g * w * ctx.k, g * w * ctx.k], g * (a + b) * ctx.k, None
+
+    op = register_vmap_op(f, name=f"{ns}::list_kw", backward=backward, setup_context=setup,
+                          fake_fn=lambda xs, *, w, k=2.0: torch.empty_like(w))  # fmt: skip
+    xs = [torch.randn(3, requires_grad=True) for _ in range(2)]
+    w = torch.randn(3, requires_grad=True)
+    taken, out = route(op, xs, w=w, k=3.0)
+    assert taken == DIRECT
+    expected = op.overload(xs, w=w, k=3.0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    grads = torch.autograd.grad(out.sum(), [*xs, w])
+    torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), [*xs, w]), rtol=0, atol=0)
+    assert route(op, xs, w=w)[0] == DISPATCHER  # k left to its default
