@@ -679,6 +679,17 @@ def test_list_arguments_without_grad_run_the_kernel_alone(
     torch.testing.assert_close(out, _blend(xs, w, 2.0), rtol=0, atol=0)
 
 
+def test_lists_of_many_lengths(route: Any, blend: Any) -> None:
+    """Past the lengths whose positions an op keeps, calls still take the direct route with
+    the dispatcher's values."""
+    w = torch.randn(2, dtype=torch.float64)
+    for n in range(70):
+        xs = [torch.full((2,), float(i), dtype=torch.float64) for i in range(n)]
+        taken, out = route(blend, xs, w, 0.5)
+        assert taken == DIRECT
+        torch.testing.assert_close(out, blend.overload(xs, w, 0.5), rtol=0, atol=0)
+
+
 def test_list_arguments_the_dispatcher_routes_differently(
     route: Any, blend: Any, dispatcher_entries: Any
 ) -> None:

@@ -81,7 +81,7 @@ _SCALAR_KINDS: dict[str, type] = {"float": float, "int": int, "bool": bool, "str
 
 #: How many lengths of its list arguments an op keeps the positions of (``spread``); calls
 #: with others work them out again.
-_SPREAD_SHAPES = 64
+_SPREAD_LENGTHS = 64
 
 #: Dispatch key sets of plain dense tensors (their ``raw_repr``) -> device type, and of every
 #: other tensor seen -> "" (not plain): learnt from a fresh tensor of the same device.
@@ -194,7 +194,7 @@ def direct_call(
     below = entry
 
     list_positions = tuple(i for i, _ in lists)
-    #: the lists' lengths -> ``spread``'s positions for them (at most ``_SPREAD_SHAPES``)
+    #: the lists' lengths -> ``spread``'s positions for them (at most ``_SPREAD_LENGTHS``)
     spread_positions: dict[tuple[int, ...], tuple[tuple[int, bool], ...]] = {}
 
     def spread(full: tuple[Any, ...]) -> tuple[list[Any], tuple[tuple[int, bool], ...]] | None:
@@ -218,7 +218,7 @@ def direct_call(
                 spread_list += [(j, optional) for j in range(start, start + n)]
                 start += n
             where = tuple(spread_list)
-            if len(spread_positions) < _SPREAD_SHAPES:
+            if len(spread_positions) < _SPREAD_LENGTHS:
                 spread_positions[lengths] = where
         return values, where
 
