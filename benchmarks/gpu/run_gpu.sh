@@ -53,7 +53,7 @@ for name in "${steps[@]}"; do
     bench) step bench 330 "$py" benchmarks/bench_kernels.py --sweep --json "$OUT/bench.json" ;;
     benchmain) step bench_main 240 "$py" benchmarks/bench_kernels.py --json "$OUT/bench.json" ;;
     distributed) step tests_distributed 400 "$py" -m pytest tests/distributed "${pytest_args[@]}" -q ;;
-    core) step tests_core 240 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
+    core) step tests_core 420 "$py" -m pytest tests/core "${pytest_args[@]}" -q ;;
     testing) step tests_testing 300 "$py" -m pytest tests/testing "${pytest_args[@]}" -q ;;
     benchcore) step bench_core 200 "$py" benchmarks/bench_core.py ;;
     direct) step tests_direct 240 "$py" -m pytest tests/core/test_direct_call.py \
