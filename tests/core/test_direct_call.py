@@ -679,6 +679,59 @@ def test_list_arguments_without_grad_run_the_kernel_alone(
     torch.testing.assert_close(out, _blend(xs, w, 2.0), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("kernel", ["fallback", "cpu_kernel"])
+def test_a_kernel_changing_its_list_changes_nothing_the_caller_holds(
+    route: Any, ns: str, kernel: str
+) -> None:
+    """The dispatcher hands a kernel and ``setup_context`` lists of their own: a kernel that
+    pops from its list leaves the caller's list, and the list ``setup_context`` sees, whole,
+    and ``setup_context`` popping from its list leaves the caller's whole. So does the direct
+    route: recorded, after the Function settled, and not recorded."""
+    seen: list[int] = []
+
+    def head(xs: list[torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+        return xs.pop(0) * w
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        seen.append(len(inputs[0]))
+        inputs[0].pop()  # its own list too
+        ctx.save_for_backward(inputs[1])
+
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        (w,) = ctx.saved_tensors
+        return [g * w, None], None
+
+    op = register_vmap_op(head, name=f"{ns}::head", backward=backward, setup_context=setup,
+                          fake_fn=lambda xs, w: torch.empty_like(w))  # fmt: skip
+    if kernel == "cpu_kernel":
+        op.register_kernel("cpu", head)
+    w = torch.randn(3)
+    for grad in (True, True, False):  # the second recorded call: the Function has settled
+        xs = [torch.randn(3, requires_grad=grad), torch.randn(3)]
+        taken, out = route(op, xs, w)
+        assert taken == DIRECT
+        assert len(xs) == 2
+        torch.testing.assert_close(out, xs[0].detach() * w, rtol=0, atol=0)
+        if grad:
+            assert seen.pop() == 2
+            out.sum().backward()
+    assert not seen
+
+
+def test_a_keyword_only_list_is_the_kernels_own(route: Any, ns: str) -> None:
+    def head(x: torch.Tensor, *, ys: list[torch.Tensor]) -> torch.Tensor:
+        return x * ys.pop(0)
+
+    op = register_vmap_op(head, name=f"{ns}::kw_head",
+                          fake_fn=lambda x, *, ys: torch.empty_like(x))  # fmt: skip
+    x, ys = torch.randn(3), [torch.randn(3), torch.randn(3)]
+    for grad in (False, True):
+        x.requires_grad_(grad)
+        taken, out = route(op, x, ys=ys)
+        assert taken == DIRECT and len(ys) == 2
+        torch.testing.assert_close(out, x * ys[0], rtol=0, atol=0)
+
+
 def test_lists_of_many_lengths(route: Any, blend: Any) -> None:
     """Past the lengths whose positions an op keeps, calls still take the direct route with
     the dispatcher's values."""

@@ -559,6 +559,8 @@ class DirectRecord:
         run = passed_kernel(kernel)
         if keywords:
             kernel, run = _by_name(kernel, npos, keywords), _by_name(run, npos, keywords)
+        if self.list_slots:  # the kernel's lists are its own (setup_context gets others)
+            kernel, run = _own_lists(kernel, self.list_slots), _own_lists(run, self.list_slots)
         left = [self.SHAPE_RECORDS if user_backward else 0]  # recording forwards left
         passed = [False]  # a call of ``kernel`` has returned (its aliasing check passed)
 
@@ -659,8 +661,9 @@ def _list_rules(
     (:meth:`DirectRecord.function_for`): as they are without list arguments. With them
     (``slots``: their positions among the ``count`` declared arguments), autograd gets the
     declared arguments, then every list's elements: a forward that hands the rule the declared
-    ones with one ``ctx.needs_input_grad`` flag each (a list's: any element's), and a backward
-    that gives each element its gradient (and the lists themselves none)."""
+    ones (each list a new one: what the rule does to it stays there, as through the
+    dispatcher) with one ``ctx.needs_input_grad`` flag each (a list's: any element's), and a
+    backward that gives each element its gradient (and the lists themselves none)."""
     if not slots:
         return _same, _same
 
@@ -668,16 +671,18 @@ def _list_rules(
         def forward_spread(ctx: Any, *values: Any) -> Any:
             flags = ctx.needs_input_grad
             needs = [*flags[:count]]
+            declared = [*values[:count]]
             lengths = []
             start = count
             for i in slots:
                 end = start + len(values[i])
                 needs[i] = True in flags[start:end]
+                declared[i] = [*values[start:end]]  # a list of its own, as the dispatcher's
                 lengths.append(end - start)
                 start = end
             ctx.needs_input_grad = tuple(needs)
             ctx.opreg_lengths = lengths
-            return forward(ctx, *values[:count])
+            return forward(ctx, *declared)
 
         return forward_spread
 
@@ -697,6 +702,20 @@ def _list_rules(
 
 def _same(rule: Rule) -> Rule:
     return rule
+
+
+def _own_lists(kernel: Callable[..., Any], slots: tuple[int, ...]) -> Callable[..., Any]:
+    """``kernel`` called with a new list at each of ``slots`` (declared positions): the
+    dispatcher hands each kernel lists of its own, so that one changing its list (``pop``)
+    changes nothing its caller or ``setup_context`` holds."""
+
+    def call(*args: Any) -> Any:
+        own = [*args]
+        for i in slots:
+            own[i] = [*own[i]]
+        return kernel(*own)
+
+    return call
 
 
 def _by_name(

@@ -222,6 +222,20 @@ def direct_call(
                 spread_positions[lengths] = where
         return values, where
 
+    def own_lists(
+        args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``args`` and ``kwargs`` with a new list for each list argument: the dispatcher
+        hands a kernel lists of its own, which it may change without its caller seeing it."""
+        own, own_kwargs = [*args], {**kwargs}
+        for i in list_positions:
+            if i < npos:
+                own[i] = [*own[i]]
+            else:
+                name = keywords[i - npos]
+                own_kwargs[name] = [*own_kwargs[name]]
+        return tuple(own), own_kwargs
+
     def write_below(
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
@@ -348,6 +362,8 @@ def direct_call(
             # What the op's ADInplaceOrView kernel does (``_mutation``): bump, then run the
             # kernel below that key (its own in-place aten calls bump nothing more).
             bump_versions(written)
+            if lists:
+                args, kwargs = own_lists(args, kwargs)
             with below_inplace_or_view():
                 out = chosen.direct(*args, **kwargs)
         elif recorded and record is not None:
@@ -363,6 +379,8 @@ def direct_call(
             # What the dispatcher runs below the op's Autograd kernel: the kernel, which for a
             # non-differentiable op runs itself below autograd where autograd could act.
             kernel = chosen.kernel if recorded else chosen.direct
+            if lists:
+                args, kwargs = own_lists(args, kwargs)
             out = kernel(*args, **kwargs) if kwargs else kernel(*args)
         if multiple and type(out) is list:
             return tuple(out)
