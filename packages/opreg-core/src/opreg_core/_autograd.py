@@ -57,7 +57,7 @@ from ._private import (
     tangent_flags,
     transform_grad_modes,
 )
-from ._signature import TENSOR_LIST_TYPES, Signature
+from ._signature import Signature
 
 SetupContext = Callable[[Any, tuple[Any, ...], Any], None]
 Backward = Callable[..., Any]
@@ -521,9 +521,7 @@ class DirectRecord:
         self.tensor_positions = signature.tensor_positions
         #: positions of the list arguments (``Tensor[]``, ``Tensor?[]``): autograd gets every
         #: element as an input of its own, after the declared arguments (``_list_rules``)
-        self.list_slots = tuple(
-            i for i, kind in enumerate(signature.types) if kind in TENSOR_LIST_TYPES
-        )
+        self.list_slots = signature.list_positions
         #: device kernel -> ``apply`` of its Function
         self.applies: dict[Callable[..., Any], Callable[..., Any]] = {}
 

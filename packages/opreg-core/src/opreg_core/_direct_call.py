@@ -193,7 +193,7 @@ def direct_call(
     # so that the tests' spy on ``entry`` (tests/conftest.py) counts entries from the top only.
     below = entry
 
-    list_positions = tuple(i for i, _ in lists)
+    list_positions = signature.list_positions  # (those of ``lists``)
     #: the lists' lengths -> ``spread``'s positions for them (at most ``_SPREAD_LENGTHS``)
     spread_positions: dict[tuple[int, ...], tuple[tuple[int, bool], ...]] = {}
 

@@ -69,6 +69,11 @@ class Signature:
         """Positions, in declaration order, of the ``Tensor`` and ``Tensor?`` arguments."""
         return tuple(i for i, kind in enumerate(self.types) if kind in (TENSOR, OPTIONAL_TENSOR))
 
+    @property
+    def list_positions(self) -> tuple[int, ...]:
+        """Positions, in declaration order, of the ``Tensor[]`` and ``Tensor?[]`` arguments."""
+        return tuple(i for i, kind in enumerate(self.types) if kind in TENSOR_LIST_TYPES)
+
     def full_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
         """All arguments in declaration order, with the defaults the dispatcher dropped put back."""
         if len(args) == len(self.positional) and not self.kwarg_only:
