@@ -53,7 +53,7 @@ def _child(suite: str, contender: str, signature: str, path: str, calls: int) ->
         ops = bench_training.build("opreg_bench_instructions")
     fn = ops[signature][contender]
     args = bench_training._inputs(signature, "cpu", path != "nograd")
-    grad = torch.ones(4, 64)  # the outputs' shape (the first input's, or its list's elements')
+    grad = torch.ones_like(fn(*args))
 
     def step() -> None:
         if path == "fb":
