@@ -11,13 +11,16 @@ packages/opreg-testing/src; ``run_gpu.sh exact`` sets it and writes ``$OUT/exact
    column, seed, both values and their bits, the pair's uniforms). Also recorded: the
    fallback run on CUDA tensors (PyTorch's CUDA ops) against the CPU fallback, and the
    default ``philox_normal`` kernel's largest difference from the exact values (for scale).
-2. The exact kernel's PTX: the number of ``fma`` instructions (0 expected: compiled with
-   ``enable_fp_fusion=False``) and of approximate ``.approx`` instructions (0 expected).
+2. The exact kernel's PTX: the number of ``fma`` instructions (the transform's own: 17 per
+   normal pair), of approximate ``.approx`` instructions and of divisions (0 expected).
 3. Throughput (GB/s of float32 output, median of ``gpu_ms`` as in ``bench_kernels.py``):
    ``torch.randn``, the default ``philox_normal`` and ``philox_normal_exact`` (the op, with
    the ``EXACT_*`` shapes, and ``launch_rows(..., exact=True)`` for a few launch shapes) on
    long rows (1024 x 2**18: 1 GiB, the shape of ``bench_kernels.py``'s table; 1024 x 2**20:
-   4 GiB) and short rows (2**26 x 4).
+   4 GiB) and short rows (2**26 x 4). For scale: ``philox_uniform`` (the same Philox, no
+   transform: the write-bound ceiling) and the exact kernel with its fused multiply-adds done
+   in float64 as under the interpreter (the same bits, slower). Host time per call on a
+   small output (1000 x 100), the three generators queued back to back.
 
 Exit status: 0 if every case is bit-identical, 1 without CUDA, 2 on a mismatch.
 """
@@ -66,8 +69,9 @@ SIZES = (
 )
 #: launch_rows shapes timed for the exact kernel (block, num_warps, loop), long and short rows.
 #: The first run (2026-12-01): long rows best at 1024 / 8 warps / loop 4, short rows at 256 / 4.
-LONG_SHAPES = [(1024, 8, 4), (1024, 8, 2), (1024, 8, 8), (512, 8, 4), (1024, 16, 4), (2048, 16, 2)]
-SHORT_SHAPES = [(256, 4, 1), (128, 4, 1), (256, 8, 1), (512, 8, 1), (128, 2, 1), (512, 4, 1)]
+LONG_SHAPES = [(1024, 8, 4), (1024, 4, 4), (1024, 8, 2), (1024, 8, 8), (2048, 8, 4),
+               (512, 8, 4), (1024, 16, 4), (2048, 16, 2)]  # fmt: skip
+SHORT_SHAPES = [(256, 4, 1), (512, 4, 1), (1024, 4, 1), (128, 4, 1), (256, 8, 1), (512, 8, 1)]
 
 
 def bits(x: torch.Tensor) -> torch.Tensor:
@@ -134,14 +138,14 @@ def ptx_report() -> Row:
     out = torch.empty((2, n), device="cuda")
     compiled = philox._philox_long_rows_kernel[(2,)](
         seeds, out, n, n // 4, 1, 0, 0, NORMAL=True, WIDE=False, BLOCK=1024, LOOP=4,
-        FAST_SINCOS=True, PTX_MATH=False, EXACT=True, MASKED=False, num_warps=4,
+        FAST_SINCOS=True, PTX_MATH=True, EXACT=True, MASKED=False, num_warps=4,
         enable_fp_fusion=False,
     )  # fmt: skip
     ptx = compiled.asm.get("ptx", "")
     report: Row = {
         "fma": len(re.findall(r"\bfma\.", ptx)),
         "approx": len(re.findall(r"\.approx", ptx)),
-        "div.rn": len(re.findall(r"\bdiv\.rn\.f32", ptx)),
+        "div": len(re.findall(r"\bdiv\.\w+\.f32", ptx)),
         "sqrt.rn": len(re.findall(r"\bsqrt\.rn\.f32", ptx)),
         "lines": ptx.count("\n"),
     }
@@ -185,26 +189,52 @@ def time_size(label: str, rows: int, cols: int, quick: bool) -> Row:
     return row
 
 
-def fusion_probe() -> Row:
-    """What FMA contraction would give: the exact long-row kernel compiled with and without it
-    (1024 x 2**18, block 1024, 8 warps, loop 4; with fusion the values are not exact)."""
+def scale_probe() -> Row:
+    """For scale (1024 x 2**18, block 1024, 8 warps, loop 4): the exact kernel with the
+    device's ``fma`` (as shipped) and with its fused multiply-adds in float64 (``PTX_MATH=False``,
+    as under the interpreter: the same bits), and ``philox_uniform`` (no transform)."""
     rows, cols, block, loop = 1024, 2**18, 1024, 4
     seeds = torch.arange(rows, device="cuda")
     out = torch.empty((rows, cols), device="cuda")
     calls = cols // 4
     chunks = calls // (block * loop)
 
-    def run(fusion: bool) -> None:
+    def run(hw_fma: bool) -> None:
         philox._philox_long_rows_kernel[(rows * chunks,)](
             seeds, out, cols, calls, chunks, 0, 0, NORMAL=True, WIDE=False, BLOCK=block,
-            LOOP=loop, FAST_SINCOS=True, PTX_MATH=False, EXACT=True, MASKED=False, num_warps=8,
-            enable_fp_fusion=fusion,
+            LOOP=loop, FAST_SINCOS=True, PTX_MATH=hw_fma, EXACT=True, MASKED=False, num_warps=8,
+            enable_fp_fusion=False,
         )  # fmt: skip
 
-    found = {f"fusion={f}": gbs(rows, cols, lambda f=f: run(f)) for f in (False, True)}
+    found: Row = {f"hw_fma={f} GB/s": gbs(rows, cols, lambda f=f: run(f)) for f in (True, False)}
+    run(False)
+    expected = philox_normal_exact.fallback(seeds[:8].cpu(), cols)
+    found["float64 fma bit-identical"] = torch.equal(bits(out[:8].cpu()), bits(expected))
     found["uniform GB/s"] = gbs(rows, cols, lambda: philox_uniform(seeds, cols))
-    print(f"  exact kernel with / without FMA contraction (1 GiB): {found}", flush=True)
+    print(f"  exact kernel, device fma vs float64 fma; philox_uniform (1 GiB): {found}", flush=True)
     free_memory()
+    return found
+
+
+def host_probe(calls: int = 2000) -> Row:
+    """Microseconds per call on a small output (1000 x 100, an EvoX-sized population), calls
+    queued back to back then synchronised: the host's per-call time, where the kernel is short."""
+    seeds = torch.arange(1000, device="cuda")
+    found: Row = {}
+    for name, fn in [
+        ("torch.randn", lambda: torch.randn(1000, 100, device="cuda")),
+        ("philox_normal", lambda: philox_normal(seeds, 100)),
+        ("philox_normal_exact", lambda: philox_normal_exact(seeds, 100)),
+    ]:
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        found[f"{name} us/call"] = (time.perf_counter() - start) / calls * 1e6
+    print(f"  host time per call, 1000 x 100: {found}", flush=True)
     return found
 
 
@@ -257,7 +287,8 @@ def main() -> int:
     print(f"  total: {total} values, {bad} mismatches", flush=True)
     print("## throughput", flush=True)
     result["throughput"] = throughput(args.quick)
-    result["fusion_probe"] = fusion_probe()
+    result["scale_probe"] = scale_probe()
+    result["host_probe"] = host_probe()
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(result, indent=2))

@@ -160,16 +160,54 @@ def test_every_radius_and_angle_is_bit_identical(triton_device: torch.device) ->
         sys.path.remove(str(Path(__file__).parent))
     j = torch.arange(2**24, dtype=torch.int32)
     block = 2**16 if triton_device.type == "cpu" else 1024
-    r, c, s = (t.cpu() for t in exact_halves((j << 8).to(triton_device), block))
     u1 = (j.to(torch.float32) * 2.0**-24).clamp_min(exact.MIN_U1_F32)
-    expected_c, expected_s = exact.cos_sin_of_turns(j)
-    assert torch.equal(bits(r), bits(exact.sqrt_rn(exact.neg_two_log(u1))))
-    assert torch.equal(bits(c), bits(expected_c))
-    assert torch.equal(bits(s), bits(expected_s))
-    if triton_device.type == "cuda":  # the mutant: contraction into fma changes bits
-        r_fused, c_fused, _ = exact_halves((j << 8).to(triton_device), block, fusion=True)
-        fused = torch.cat([bits(r_fused.cpu()), bits(c_fused.cpu())])
-        assert not torch.equal(fused, torch.cat([bits(r), bits(c)]))
+    expected = (exact.sqrt_rn(exact.neg_two_log(u1)), *exact.cos_sin_of_turns(j))
+    # CUDA: the device's fma instruction (as the op runs there), and the float64 one of the
+    # interpreter and the fallback; the interpreter: the float64 one.
+    for hw_fma in (True, False) if triton_device.type == "cuda" else (False,):
+        got = exact_halves((j << 8).to(triton_device), block, hw_fma)
+        for name, g, e in zip(("r", "cos", "sin"), got, expected, strict=True):
+            assert torch.equal(bits(g.cpu()), bits(e)), (name, hw_fma)
+
+
+def _fma32_rounded_once(
+    a: torch.Tensor, b: torch.Tensor | float, c: torch.Tensor | float
+) -> torch.Tensor:
+    """``a * b + c`` rounded once to float32, by another route than ``exact.fma32``: the float64
+    sum rounded to odd (its exact error from TwoSum), then to float32 (53 >= 24 + 2 bits, so
+    no double rounding)."""
+    p = a.to(torch.float64) * b
+    c64 = c.to(torch.float64) if isinstance(c, torch.Tensor) else torch.full_like(p, c)
+    s = p + c64
+    back = s - p
+    err = (p - (s - back)) + (c64 - back)
+    even = (s.view(torch.int64) & 1) == 0
+    toward = torch.nextafter(s, torch.where(err > 0, math.inf, -math.inf))
+    return torch.where((err != 0) & even, toward, s).to(torch.float32)
+
+
+def test_every_fused_multiply_add_of_the_transform_rounds_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``exact.fma32`` (float64, rounded to float32) equals the single rounding of the GPU's
+    ``fma`` for every fused multiply-add the transform performs, over all 2**24 inputs of each
+    half: no sum lands on a float32 rounding midpoint that the exact sum is not."""
+    a = torch.tensor([1.0 + 2.0**-12])
+    # The detector sees a double rounding where there is one (1 + 2**-11 + 2**-24 + 2**-60):
+    assert not torch.equal(exact.fma32(a, a, 2.0**-60), _fma32_rounded_once(a, a, 2.0**-60))
+    differing: list[int] = []
+    plain = exact.fma32
+
+    def checked(a: torch.Tensor, b: torch.Tensor | float, c: torch.Tensor | float) -> torch.Tensor:
+        got = plain(a, b, c)
+        differing.append(int((bits(got) != bits(_fma32_rounded_once(a, b, c))).sum()))
+        return got
+
+    monkeypatch.setattr(exact, "fma32", checked)
+    j = torch.arange(2**24, dtype=torch.int32)
+    exact.neg_two_log((j.to(torch.float32) * 2.0**-24).clamp_min(exact.MIN_U1_F32))
+    exact.cos_sin_of_turns(j)
+    assert len(differing) == len(exact.LOG_POLY) + 7 and not any(differing), differing
 
 
 @pytest.mark.needs_triton
@@ -182,6 +220,21 @@ def test_rows_are_bit_identical_to_the_fallback(
     assert launches["philox"].calls == 1
     assert got.device.type == triton_device.type and got.shape == (len(SEEDS), n)
     assert torch.equal(bits(got.cpu()), bits(philox_normal_exact.fallback(seeds.cpu(), n, counter)))
+
+
+@pytest.mark.needs_triton
+def test_the_default_and_exact_kernels_keep_their_own_compiled_launches(
+    triton_device: torch.device,
+) -> None:
+    """The same launch arguments and shapes, two kernels: each op's second call (on CUDA, the
+    fast launch's cached kernel) still gives its own values."""
+    seeds = seeds_on(triton_device)
+    for _ in range(2):
+        default = philox_normal(seeds, 4096, 5).cpu()
+        exact_values = philox_normal_exact(seeds, 4096, 5).cpu()
+        expected = philox_normal_exact.fallback(seeds.cpu(), 4096, 5)
+        assert torch.equal(bits(exact_values), bits(expected))
+        assert not torch.equal(bits(default), bits(exact_values))
 
 
 @pytest.mark.needs_triton
@@ -228,7 +281,7 @@ def ptx(kernel, constexprs, fusion):
     options = {"num_warps": 4, "enable_fp_fusion": fusion}
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 
-common = {"NORMAL": True, "WIDE": False, "BLOCK": 1024, "FAST_SINCOS": True, "PTX_MATH": False,
+common = {"NORMAL": True, "WIDE": False, "BLOCK": 1024, "FAST_SINCOS": True, "PTX_MATH": True,
           "EXACT": True, "MASKED": True}
 found = {}
 for name, kernel, loop in [("long", philox._philox_long_rows_kernel, {"LOOP": 4}),
@@ -236,20 +289,23 @@ for name, kernel, loop in [("long", philox._philox_long_rows_kernel, {"LOOP": 4}
     for fusion in (False, True):
         text = ptx(kernel, {**common, **loop}, fusion)
         found[f"{name} fusion={fusion}"] = {
-            "fma": len(re.findall(r"\bfma\.", text)),
+            "fma": len(re.findall(r"\bfma\.rn\.f32", text)),
             "approx": len(re.findall(r"\.approx\b", text)),
-            "div.rn": len(re.findall(r"\bdiv\.rn\.f32", text)),
+            "div": len(re.findall(r"\bdiv\.\w+\.f32", text)),
             "sqrt.rn": len(re.findall(r"\bsqrt\.rn\.f32", text)),
+            "f64": len(re.findall(r"\.f64\b", text)),
         }
 print(json.dumps(found))
 """
 
 
 @pytest.mark.needs_triton
-def test_the_compiled_exact_kernel_has_no_fma_and_no_approximate_math() -> None:
-    """Compiled for sm_90 as the launcher compiles it (``enable_fp_fusion=False``): no fused
-    multiply-add and no ``.approx`` instruction; the division and square root are the
-    correctly rounded ``div.rn`` / ``sqrt.rn``. With fusion on (the mutant), fmas appear."""
+def test_the_compiled_exact_kernel_has_only_its_own_fmas_and_no_approximate_math() -> None:
+    """Compiled for sm_90 as the launcher compiles it: its fused multiply-adds are the
+    transform's own (``tl.fma``: 17 a normal pair, 2 pairs a Philox call), none contracted from
+    a multiply and an add (with contraction allowed, the same count: nothing is left to
+    contract), no ``.approx`` instruction, no division, the correctly rounded ``sqrt.rn``, and
+    no float64 (the interpreter's stand-in for ``fma``)."""
     unset = ("TRITON_INTERPRET", "OPREG_DISABLE_TRITON")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     proc = subprocess.run(
@@ -259,8 +315,10 @@ def test_the_compiled_exact_kernel_has_no_fma_and_no_approximate_math() -> None:
         pytest.skip("Triton's bundled ptxas is missing")
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
+    per_call = 2 * (len(exact.LOG_POLY) + 7)
     for name in ("long", "short"):
         exact_ptx, fused_ptx = found[f"{name} fusion=False"], found[f"{name} fusion=True"]
-        assert exact_ptx["fma"] == 0 and exact_ptx["approx"] == 0, found
-        assert exact_ptx["div.rn"] > 0 and exact_ptx["sqrt.rn"] > 0, found
-        assert fused_ptx["fma"] > 0, found
+        assert exact_ptx["fma"] > 0 and exact_ptx["fma"] % per_call == 0, found
+        assert fused_ptx == exact_ptx, found
+        assert exact_ptx["approx"] == 0 and exact_ptx["div"] == 0 and exact_ptx["f64"] == 0, found
+        assert exact_ptx["sqrt.rn"] > 0, found

@@ -105,18 +105,20 @@ class FastLaunch:
 
     def __call__(
         self, key: Any, grid: int, device: int, args: tuple[Any, ...], num_warps: int,
-        constexprs: dict[str, Any],
+        constexprs: dict[str, Any], options: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
-        """Launch ``fn[(grid,)](*args, **constexprs, num_warps=num_warps)`` on ``device``.
+        """Launch ``fn[(grid,)](*args, **constexprs, num_warps=num_warps, **options)`` on
+        ``device``.
 
         ``args`` are the non-constexpr arguments in signature order and ``constexprs``
-        the constexpr ones, in signature order too (they follow ``args``).
+        the constexpr ones, in signature order too (they follow ``args``). ``options``: compile
+        options (``enable_fp_fusion``), which the key must determine as well.
         """
         launch = self._cache.get(key) if self._enabled else None
         if launch is not None and launch_hooks_idle(self._runtime):
             launch(grid, 1, 1, _raw_stream(device), *args, *constexprs.values())
             return
-        compiled = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps)
+        compiled = self.fn[(grid,)](*args, **constexprs, num_warps=num_warps, **(options or {}))
         if self._enabled and compiled is not None:
             try:
                 self._cache[key] = compiled_kernel_launcher(compiled)

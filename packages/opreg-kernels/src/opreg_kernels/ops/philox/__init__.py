@@ -126,9 +126,9 @@ def philox_normal_exact(seeds: torch.Tensor, n: int, counter: int = 0) -> torch.
 
     Box-Muller of the same uniform pairs as ``philox_normal`` (outputs ``2j``, ``2j+1`` from
     the uniforms at those positions), with log, sqrt, sin and cos written out as float32
-    adds, multiplies, one correctly rounded division and square root, and bit operations
-    (:mod:`opreg_kernels.ops.philox.exact`): the CPU fallback, Triton's interpreter and the
-    CUDA kernel (compiled without FMA contraction) agree bit for bit. Error against float64:
+    adds, multiplies, fused multiply-adds, one correctly rounded square root, and bit
+    operations (:mod:`opreg_kernels.ops.philox.exact`): the CPU fallback, Triton's
+    interpreter and the CUDA kernel agree bit for bit. Error against float64:
     a few ulp (``benchmarks/exact_normal_ulp.py``). A separate op rather than a keyword of
     ``philox_normal``, so that op keeps its schema, values and speed.
     """

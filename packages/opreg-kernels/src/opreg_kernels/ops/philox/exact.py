@@ -1,26 +1,32 @@
-"""Box-Muller written out as float32 adds, multiplies, one division and one square root.
+"""Box-Muller written out as float32 adds, multiplies, fused multiply-adds and one square root.
 
 ``opreg::philox_normal_exact`` turns the same uniform pairs as ``philox_normal`` into normals
 with a transform that every backend evaluates as the same IEEE operations in the same order:
-adds, multiplies, a division and a square root (all correctly rounded in float32), integer
-and bit operations, and selects. No hardware or library log/sin/cos, no fused multiply-add.
-The PyTorch code here is the specification; the Triton kernel
+adds, multiplies, fused multiply-adds (one rounding each) and a square root, all correctly
+rounded in float32, integer and bit operations, and selects. No hardware or library
+log/sin/cos. The PyTorch code here is the specification; the Triton kernel
 (:mod:`opreg_kernels.ops.philox.triton_kernels`, ``EXACT``) repeats it operation for
-operation and is compiled without FMA contraction, so CPU, Triton's interpreter and CUDA
-give the same bits.
+operation, so CPU, Triton's interpreter and CUDA give the same bits.
 
-- ``r = sqrt(-2 * ln(max(u1, MIN_U1)))``: ``ln`` as musl's ``logf`` (FreeBSD ``e_logf.c``):
-  ``u1 = 2**k * m`` with ``m`` in ``[sqrt(2)/2, sqrt(2))`` from the bits, ``f = m - 1``,
-  ``s = f / (2 + f)`` and a degree-4 polynomial in ``s**2`` (error below 1 ulp); times -2
-  is exact; ``sqrt`` correctly rounded.
+- ``r = sqrt(-2 * ln(max(u1, MIN_U1)))``: ``u1 = 2**k * m`` with ``m`` in
+  ``[sqrt(2)/2, sqrt(2))`` from the bits and ``f = m - 1`` (exact); ``-2 * ln(1 + f) = f * R(f)``
+  with ``R`` a degree-9 polynomial (relative error 4.1e-9; Horner's rule in fused
+  multiply-adds); then ``fma(k, -2 ln 2, that)``; ``sqrt`` correctly rounded.
 - ``(cos, sin)(2*pi*u2)``: the 24-bit integer ``k = u2 * 2**24`` is reduced exactly: the
   quadrant ``q`` is the nearest multiple of ``2**22`` and ``x = j * (pi/2 * 2**-22)`` with
   ``|j| <= 2**21`` (one rounding, ``|x| <= pi/4``); Cephes ``sinf``/``cosf`` polynomials of
-  ``x``; the quadrant swaps them and flips signs (exact).
+  ``x`` in fused multiply-adds; the quadrant swaps them and flips signs (exact).
 
-Each line below is one float32 operation (each PyTorch op rounds once), in the order the
-kernel performs them. Python float constants are float32 values, so PyTorch and Triton
-convert them without rounding.
+Fused multiply-adds: the GPU's ``fma`` instruction; here (and under Triton's interpreter, whose
+``fma`` rounds twice) the product of two float32 values is exact in float64, so the float64 sum
+rounded to float32 is the fused result unless that sum lands exactly on a float32 rounding
+midpoint that the exact sum is not (a double rounding). :func:`fma32` says where that happens;
+tests/kernels/test_philox_exact.py checks every fused multiply-add of the transform for all
+2**24 inputs of each half: none does.
+
+Each line below is one float32 operation (each PyTorch op rounds once, :func:`fma32` once), in
+the order the kernel performs them. Python float constants are float32 values, so PyTorch and
+Triton convert them without rounding.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from .reference import word_blocks, words_to_uniform
 
 __all__ = [
     "EXACT_NAME",
+    "LOG_POLY",
     "box_muller_exact",
     "cos_sin_of_turns",
+    "fma32",
     "neg_two_log",
     "philox_normal_exact_rows",
     "sqrt_rn",
@@ -41,13 +49,25 @@ __all__ = [
 #: How the exact op's errors name it.
 EXACT_NAME = "opreg: opreg::philox_normal_exact"
 
-# musl logf: ln 2 in two parts and the polynomial in s**2 (hex float32 values in comments).
-LN2_HI = 0.6931381225585938  # 0x3f317180
-LN2_LO = 9.05800061445916e-06  # 0x3717f7d1
-LG1 = 0.6666666269302368  # 0x3f2aaaaa
-LG2 = 0.40000972151756287  # 0x3eccce13
-LG3 = 0.2849878668785095  # 0x3e91e9ee
-LG4 = 0.24279078841209412  # 0x3e789e26
+#: ``R(f) = -2 * ln(1 + f) / f`` on ``f`` in ``[sqrt(2)/2 - 1, sqrt(2) - 1]``: coefficients of
+#: ``f**0`` to ``f**9`` (a minimax fit for relative error with ``f**0`` fixed at -2, rounded to
+#: float32; hex in comments). Evaluated as ``-2*f + f * (f * S(f))``, ``S`` the polynomial of the
+#: other coefficients: ``-2*f`` is exact and the rounding of ``S`` lands on a smaller term.
+LOG_POLY = (
+    -2.0,  # 0xc0000000
+    0.9999997615814209,  # 0x3f7ffffc
+    -0.6666665077209473,  # 0xbf2aaaa8
+    0.5000317096710205,  # 0x3f000214
+    -0.4000396728515625,  # 0xbeccd200
+    0.3321812152862549,  # 0x3eaa13a8
+    -0.28363314270973206,  # 0xbe91385d
+    0.2648594081401825,  # 0x3e879ba7
+    -0.258107453584671,  # 0xbe8426a9
+    0.15245862305164337,  # 0x3e1c1e1d
+)
+#: -2 ln 2 in float32 (0xbfb17218; 0.05 ulp from the real value, so ``k`` times it in one fused
+#: multiply-add needs no second part).
+NEG_TWO_LN2 = -1.3862943649291992
 #: Bits of float32 1.0 minus those of sqrt(2)/2: adding it moves mantissas >= sqrt(2) up an
 #: exponent, so the mantissa lands in [sqrt(2)/2, sqrt(2)).
 LOG_BIAS = 0x3F800000 - 0x3F3504F3
@@ -70,20 +90,25 @@ HALF_QUADRANT = 1 << (QUADRANT_SHIFT - 1)
 QUADRANT_MASK = (1 << QUADRANT_SHIFT) - 1
 
 
+def fma32(a: torch.Tensor, b: torch.Tensor | float, c: torch.Tensor | float) -> torch.Tensor:
+    """``a * b + c`` of float32 values, rounded once to float32 (see the module's docstring).
+
+    ``a`` may be a float64 tensor that holds float32 values (it is not converted again).
+    """
+    return (a.to(torch.float64) * b + c).to(torch.float32)
+
+
 def neg_two_log(u1: torch.Tensor) -> torch.Tensor:
-    """``-2 * ln(u1)`` of normal positive float32 ``u1`` (musl ``logf``, then times -2)."""
+    """``-2 * ln(u1)`` of normal positive float32 ``u1``."""
     ix = u1.view(torch.int32) + LOG_BIAS
     k = (ix >> 23) - 0x7F
     f = ((ix & 0x7FFFFF) + LOG_SQRT_HALF).view(torch.float32) - 1.0
-    s = f / (f + 2.0)
-    z = s * s
-    w = z * z
-    t1 = w * (w * LG4 + LG2)
-    t2 = z * (w * LG3 + LG1)
-    hfsq = f * f * 0.5
-    dk = k.to(torch.float32)
-    log = s * (hfsq + (t2 + t1)) + dk * LN2_LO - hfsq + f + dk * LN2_HI
-    return log * -2.0
+    f64 = f.to(torch.float64)  # the same float32 values: each fma32 below reads them
+    s = fma32(f64, LOG_POLY[-1], LOG_POLY[-2])
+    for coefficient in reversed(LOG_POLY[1:-2]):
+        s = fma32(f64, s, coefficient)
+    log1p = fma32(f64, f * s, f * LOG_POLY[0])  # -2 * ln(1 + f)
+    return fma32(k.to(torch.float32), NEG_TWO_LN2, log1p)
 
 
 def cos_sin_of_turns(turns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,10 +124,10 @@ def cos_sin_of_turns(turns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     odd = (q & 1) != 0
     x = torch.where(odd, -j, j).to(torch.float32) * QUARTER_STEP
     z = x * x
-    sin_x = (z * SIN3 + SIN2) * z + SIN1
-    sin_x = sin_x * z * x + x
-    cos_x = (z * COS3 + COS2) * z + COS1
-    cos_x = cos_x * z * z - z * 0.5 + 1.0
+    z64 = z.to(torch.float64)
+    sin_x = fma32(x * z, fma32(fma32(z64, SIN3, SIN2), z64, SIN1), x)
+    cos_x = fma32(fma32(fma32(z64, COS3, COS2), z64, COS1), z64, -0.5)
+    cos_x = fma32(cos_x, z64, 1.0)
     cos_t = torch.where(odd, sin_x, cos_x)
     sin_t = torch.where(odd, cos_x, sin_x)
     negative = (q & 2) != 0

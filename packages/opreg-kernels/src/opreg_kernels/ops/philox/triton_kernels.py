@@ -73,13 +73,13 @@ DEFAULT_PTX_MATH = True
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
 #: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
-#: The exact kernel's launch shapes (``benchmarks/gpu/exact_normal.py`` on an H200): long rows
-#: (at least ``EXACT_LONG_BLOCK`` calls) in programs of 1024 calls on 8 warps (4 calls per
-#: thread), short rows in blocks of 256 calls on 4 warps (2 per thread): its longer math
-#: needs more registers, and fewer calls per thread keep more warps resident.
+#: The exact kernel's launch shapes (``benchmarks/gpu/exact_normal.py`` on an H200, run12 of
+#: benchmarks/gpu/results/2026-12-02): long rows (at least ``EXACT_LONG_BLOCK`` calls) in
+#: programs of 1024 calls on 4 warps (8 calls per thread, as the default kernel; 8 warps within
+#: 1 %), short rows in blocks of 512 calls on 4 warps (4 per thread; 256 calls: 4 % slower).
 EXACT_LONG_BLOCK = 1024
-EXACT_LONG_NUM_WARPS = 8
-EXACT_SHORT_BLOCK = 256
+EXACT_LONG_NUM_WARPS = 4
+EXACT_SHORT_BLOCK = 512
 EXACT_SHORT_NUM_WARPS = 4
 _INT32_LIMIT = 2**31
 #: Whether the kernels below run in Triton's interpreter: asked at import, when ``@triton.jit``
@@ -110,12 +110,17 @@ _SERIES_BELOW: tl.constexpr = tl.constexpr(0.03125)
 _TWO_THIRDS: tl.constexpr = tl.constexpr(0.6666666666666666)
 
 # The exact transform's constants (:mod:`opreg_kernels.ops.philox.exact`, all float32 values).
-_X_LN2_HI: tl.constexpr = tl.constexpr(_exact.LN2_HI)
-_X_LN2_LO: tl.constexpr = tl.constexpr(_exact.LN2_LO)
-_X_LG1: tl.constexpr = tl.constexpr(_exact.LG1)
-_X_LG2: tl.constexpr = tl.constexpr(_exact.LG2)
-_X_LG3: tl.constexpr = tl.constexpr(_exact.LG3)
-_X_LG4: tl.constexpr = tl.constexpr(_exact.LG4)
+_X_R0: tl.constexpr = tl.constexpr(_exact.LOG_POLY[0])
+_X_R1: tl.constexpr = tl.constexpr(_exact.LOG_POLY[1])
+_X_R2: tl.constexpr = tl.constexpr(_exact.LOG_POLY[2])
+_X_R3: tl.constexpr = tl.constexpr(_exact.LOG_POLY[3])
+_X_R4: tl.constexpr = tl.constexpr(_exact.LOG_POLY[4])
+_X_R5: tl.constexpr = tl.constexpr(_exact.LOG_POLY[5])
+_X_R6: tl.constexpr = tl.constexpr(_exact.LOG_POLY[6])
+_X_R7: tl.constexpr = tl.constexpr(_exact.LOG_POLY[7])
+_X_R8: tl.constexpr = tl.constexpr(_exact.LOG_POLY[8])
+_X_R9: tl.constexpr = tl.constexpr(_exact.LOG_POLY[9])
+_X_NEG_TWO_LN2: tl.constexpr = tl.constexpr(_exact.NEG_TWO_LN2)
 _X_LOG_BIAS: tl.constexpr = tl.constexpr(_exact.LOG_BIAS)
 _X_LOG_SQRT_HALF: tl.constexpr = tl.constexpr(_exact.LOG_SQRT_HALF)
 _X_SIN1: tl.constexpr = tl.constexpr(_exact.SIN1)
@@ -128,7 +133,8 @@ _X_QUARTER_STEP: tl.constexpr = tl.constexpr(_exact.QUARTER_STEP)
 _X_QUADRANT_SHIFT: tl.constexpr = tl.constexpr(_exact.QUADRANT_SHIFT)
 _X_HALF_QUADRANT: tl.constexpr = tl.constexpr(_exact.HALF_QUADRANT)
 _X_QUADRANT_MASK: tl.constexpr = tl.constexpr(_exact.QUADRANT_MASK)
-_X_MIN_U1: tl.constexpr = tl.constexpr(_exact.MIN_U1_F32)
+_X_MIN_U1_SCALED: tl.constexpr = tl.constexpr(_exact.MIN_U1_F32 * 2.0**_exact.TURN_BITS)
+_X_TURN_BITS: tl.constexpr = tl.constexpr(_exact.TURN_BITS)
 
 
 @triton.jit
@@ -208,25 +214,39 @@ def _radius(word, PTX_MATH: tl.constexpr):
 
 
 @triton.jit
-def _exact_radius(word1):
-    """``exact.sqrt_rn(exact.neg_two_log(max(u1, MIN_U1)))``, operation for operation."""
-    u1 = tl.maximum(_uniform(word1), _X_MIN_U1)
-    ix = u1.to(tl.int32, bitcast=True) + _X_LOG_BIAS
-    k = (ix >> 23) - 0x7F
-    f = ((ix & 0x7FFFFF) + _X_LOG_SQRT_HALF).to(tl.float32, bitcast=True) - 1.0
-    s = tl.div_rn(f, f + 2.0)
-    z = s * s
-    w = z * z
-    t1 = w * (w * _X_LG4 + _X_LG2)
-    t2 = z * (w * _X_LG3 + _X_LG1)
-    hfsq = f * f * 0.5
-    dk = k.to(tl.float32)
-    log = s * (hfsq + (t2 + t1)) + dk * _X_LN2_LO - hfsq + f + dk * _X_LN2_HI
-    return tl.sqrt_rn(log * -2.0)
+def _fma32(a, b, c, HW_FMA: tl.constexpr):
+    """``exact.fma32``: ``a * b + c`` rounded once. ``HW_FMA``: the device's fused multiply-add;
+    otherwise (Triton's interpreter, whose ``fma`` rounds twice) in float64, as the fallback."""
+    if HW_FMA:
+        return tl.fma(a, b, c)
+    return (a.to(tl.float64) * b + c).to(tl.float32)
 
 
 @triton.jit
-def _exact_turn(word2):
+def _exact_radius(word1, HW_FMA: tl.constexpr):
+    """``exact.sqrt_rn(exact.neg_two_log(max(u1, MIN_U1)))``, operation for operation.
+
+    ``u1 * 2**24`` (the integer ``word1 >> 8`` as float32) stands in for ``u1``: a power of two
+    changes only the exponent ``k``, which is taken 24 lower (one multiply fewer).
+    """
+    x = tl.maximum((word1 >> 8).to(tl.float32), _X_MIN_U1_SCALED)
+    ix = x.to(tl.int32, bitcast=True) + _X_LOG_BIAS
+    k = (ix >> 23) - (0x7F + _X_TURN_BITS)
+    f = ((ix & 0x7FFFFF) + _X_LOG_SQRT_HALF).to(tl.float32, bitcast=True) - 1.0
+    s = _fma32(f, _X_R9, _X_R8, HW_FMA)
+    s = _fma32(f, s, _X_R7, HW_FMA)
+    s = _fma32(f, s, _X_R6, HW_FMA)
+    s = _fma32(f, s, _X_R5, HW_FMA)
+    s = _fma32(f, s, _X_R4, HW_FMA)
+    s = _fma32(f, s, _X_R3, HW_FMA)
+    s = _fma32(f, s, _X_R2, HW_FMA)
+    s = _fma32(f, s, _X_R1, HW_FMA)
+    log1p = _fma32(f, f * s, f * _X_R0, HW_FMA)
+    return tl.sqrt_rn(_fma32(k.to(tl.float32), _X_NEG_TWO_LN2, log1p, HW_FMA))
+
+
+@triton.jit
+def _exact_turn(word2, HW_FMA: tl.constexpr):
     """``exact.cos_sin_of_turns`` of ``word2 >> 8`` before its last step: ``(a, b, sign)`` with
     ``cos = a ^ sign`` and ``sin = b ^ sign`` (``sign``: 0 or the sign bit, as int32)."""
     shifted = (word2 >> 8).to(tl.int32) + _X_HALF_QUADRANT
@@ -235,10 +255,10 @@ def _exact_turn(word2):
     odd = (q & 1) != 0
     x = tl.where(odd, -j, j).to(tl.float32) * _X_QUARTER_STEP
     z = x * x
-    sin_x = (z * _X_SIN3 + _X_SIN2) * z + _X_SIN1
-    sin_x = sin_x * z * x + x
-    cos_x = (z * _X_COS3 + _X_COS2) * z + _X_COS1
-    cos_x = cos_x * z * z - z * 0.5 + 1.0
+    sin_x = _fma32(_fma32(z, _X_SIN3, _X_SIN2, HW_FMA), z, _X_SIN1, HW_FMA)
+    sin_x = _fma32(x * z, sin_x, x, HW_FMA)
+    cos_x = _fma32(_fma32(_fma32(z, _X_COS3, _X_COS2, HW_FMA), z, _X_COS1, HW_FMA), z, -0.5, HW_FMA)
+    cos_x = _fma32(cos_x, z, 1.0, HW_FMA)
     # (q & 2) << 30: the sign bit where q1 is set (Triton's -v would be 0 - v: +0.0 for 0.0).
     return tl.where(odd, sin_x, cos_x), tl.where(odd, cos_x, sin_x), (q & 2) << 30
 
@@ -249,14 +269,14 @@ def _flip_sign(x, sign):
 
 
 @triton.jit
-def _box_muller_exact(word1, word2):
-    """``exact.box_muller_exact`` operation for operation (compiled without FMA contraction).
+def _box_muller_exact(word1, word2, HW_FMA: tl.constexpr):
+    """``exact.box_muller_exact`` operation for operation (``HW_FMA``: see :func:`_fma32`).
 
     The one difference: the quadrant's sign goes on ``r`` (a sign-bit flip) instead of on
     cos and sin; a product's sign is the xor of its factors' signs, so the bits are the same.
     """
-    a, b, sign = _exact_turn(word2)
-    r = _flip_sign(_exact_radius(word1), sign)
+    a, b, sign = _exact_turn(word2, HW_FMA)
+    r = _flip_sign(_exact_radius(word1, HW_FMA), sign)
     return r * a, r * b
 
 
@@ -292,8 +312,8 @@ def _philox_values(
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox4x32_10(c0, c1, zero, zero, k0, k1)
     if EXACT:
-        v0, v1 = _box_muller_exact(w0, w1)
-        v2, v3 = _box_muller_exact(w2, w3)
+        v0, v1 = _box_muller_exact(w0, w1, PTX_MATH)
+        v2, v3 = _box_muller_exact(w2, w3, PTX_MATH)
     elif NORMAL:
         v0, v1 = _box_muller(w0, w1, FAST_SINCOS, PTX_MATH)
         v2, v3 = _box_muller(w2, w3, FAST_SINCOS, PTX_MATH)
@@ -442,8 +462,8 @@ def launch_rows(
     ``ptx_math`` to normals where PTX runs (see :func:`_ptx_device`). Plain tensors (eager)
     take the fast launch; other tensors (a compiler-visible op traced by ``torch.compile``) the
     ``torch.library.wrap_triton`` launch. ``exact`` (normals only): the transform of
-    :mod:`opreg_kernels.ops.philox.exact`, compiled with ``enable_fp_fusion=False`` and
-    launched through ``kernel[grid]`` (the fast launch cannot pass compile options).
+    :mod:`opreg_kernels.ops.philox.exact` (its fused multiply-adds on the device's ``fma``
+    where PTX runs, in float64 under the interpreter), compiled with ``enable_fp_fusion=False``.
     """
     if seeds.dim() != 1:
         seeds = seeds.reshape(-1)
@@ -488,7 +508,7 @@ def launch_rows(
         launch, size, grid = _short_rows, total_calls, (total_calls + block - 1) // block
         whole_blocks = total_calls % block == 0
         loops = {}
-    ptx_math = ptx_math and normal and not exact and _ptx_device(seeds.device)
+    ptx_math = ptx_math and normal and _ptx_device(seeds.device)
     masked = not (whole_blocks and n == 4 * calls_per_row)
     # In signature order: the fast launch passes them by position.
     constexprs = {
@@ -497,20 +517,21 @@ def launch_rows(
         "MASKED": masked,
     }  # fmt: skip
     args = (seeds, out, n, calls_per_row, size, lo, hi)
-    if exact:  # no contraction of a * b + c into an fma: the same roundings as the fallback
-        launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
-        return out
-    if type(seeds) is not torch.Tensor:  # traced for the compiler: the kernel goes into the graph
-        kernel = launch.fn
-        torch.library.wrap_triton(kernel)[(grid,)](*args, **constexprs, num_warps=num_warps)
+    # Exact: no multiply and add contracted into an fma (the transform's fmas are its own).
+    options = {"enable_fp_fusion": False} if exact else None
+    if type(seeds) is not torch.Tensor:
+        if exact:  # (the exact op is opaque to the compiler: a tensor subclass, say)
+            launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
+        else:  # traced for the compiler: the kernel goes into the graph
+            torch.library.wrap_triton(launch.fn)[(grid,)](*args, **constexprs, num_warps=num_warps)
         return out
     device = seeds.get_device()
     key = (
         launch is _long_rows, device, seeds.data_ptr() & 15, out.data_ptr() & 15,
         int_spec(n), int_spec(calls_per_row), int_spec(size),
-        normal, wide, block, num_warps, fast_sincos, ptx_math, masked, loop,
+        normal, wide, block, num_warps, fast_sincos, ptx_math, masked, loop, exact,
     )  # fmt: skip
-    launch(key, grid, device, args, num_warps, constexprs)
+    launch(key, grid, device, args, num_warps, constexprs, options)
     return out
 
 
