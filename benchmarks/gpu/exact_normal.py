@@ -216,24 +216,20 @@ def scale_probe() -> Row:
     return found
 
 
-def host_probe(calls: int = 2000) -> Row:
+def host_probe() -> Row:
     """Microseconds per call on a small output (1000 x 100, an EvoX-sized population), calls
     queued back to back then synchronised: the host's per-call time, where the kernel is short."""
+    from probe_exact_host import per_call_us
+
     seeds = torch.arange(1000, device="cuda")
-    found: Row = {}
-    for name, fn in [
-        ("torch.randn", lambda: torch.randn(1000, 100, device="cuda")),
-        ("philox_normal", lambda: philox_normal(seeds, 100)),
-        ("philox_normal_exact", lambda: philox_normal_exact(seeds, 100)),
-    ]:
-        for _ in range(50):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        found[f"{name} us/call"] = (time.perf_counter() - start) / calls * 1e6
+    found: Row = {
+        f"{name} us/call": per_call_us(fn)
+        for name, fn in [
+            ("torch.randn", lambda: torch.randn(1000, 100, device="cuda")),
+            ("philox_normal", lambda: philox_normal(seeds, 100)),
+            ("philox_normal_exact", lambda: philox_normal_exact(seeds, 100)),
+        ]
+    }
     print(f"  host time per call, 1000 x 100: {found}", flush=True)
     return found
 
