@@ -68,6 +68,8 @@ DEFAULT_FAST_SINCOS = True
 #: On NVIDIA GPUs: Box-Muller's log from the hardware log2 (PTX ``lg2.approx``, with a
 #: series near u1 = 1 where its absolute error would dominate) and a two-part reduction by
 #: fused multiply-adds. Never under the interpreter or on ROCm (libdevice log, three parts).
+#: For ``philox_normal_exact``: its fused multiply-adds on the device's ``fma`` instruction
+#: (elsewhere in float64, rounded once to float32: the same bits, see ``_fma32``).
 DEFAULT_PTX_MATH = True
 #: Blocks of ``block`` calls per long-row program, one after the other (the row/chunk
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
@@ -518,10 +520,10 @@ def launch_rows(
     }  # fmt: skip
     args = (seeds, out, n, calls_per_row, size, lo, hi)
     # Exact: no multiply and add contracted into an fma (the transform's fmas are its own).
-    options = {"enable_fp_fusion": False} if exact else None
+    options: dict[str, bool] = {"enable_fp_fusion": False} if exact else {}
     if type(seeds) is not torch.Tensor:
         if exact:  # (the exact op is opaque to the compiler: a tensor subclass, say)
-            launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
+            launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, **options)
         else:  # traced for the compiler: the kernel goes into the graph
             torch.library.wrap_triton(launch.fn)[(grid,)](*args, **constexprs, num_warps=num_warps)
         return out
