@@ -44,7 +44,7 @@ from opreg_kernels.ops.philox import triton_kernels as philox
 
 _ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(_ROOT / "benchmarks"))
-from bench_kernels import environment, free_memory, gpu_ms  # noqa: E402
+from bench_kernels import environment, free_memory, gpu_ms, host_us  # noqa: E402
 
 Row = dict[str, Any]
 
@@ -218,12 +218,10 @@ def scale_probe() -> Row:
 
 def host_probe() -> Row:
     """Microseconds per call on a small output (1000 x 100, an EvoX-sized population), calls
-    queued back to back then synchronised: the host's per-call time, where the kernel is short."""
-    from probe_exact_host import per_call_us
-
+    queued back to back (``host_us``): the host's per-call time, where the kernel is short."""
     seeds = torch.arange(1000, device="cuda")
     found: Row = {
-        f"{name} us/call": per_call_us(fn)
+        f"{name} us/call": host_us(fn)
         for name, fn in [
             ("torch.randn", lambda: torch.randn(1000, 100, device="cuda")),
             ("philox_normal", lambda: philox_normal(seeds, 100)),
