@@ -29,6 +29,8 @@ SEEDS = [0, 1, -1, 2**31, 2**40 + 7, 2**63 - 1, -(2**63), 123456789]
 # last chunk); counters cross the low word's wrap and go past 2**32 and up to 2**63 - 1.
 CASES = [(1, 0), (7, 3), (64, 0), (301, 2**32 - 5), (4100, 2**32 + 9), (8202, 2**62 + 1)]
 CASES += [(5, 2**63 - 2)]
+#: Fused multiply-adds per normal pair: the log's (one per coefficient), sin's 3 and cos's 4.
+FMAS_PER_PAIR = len(exact.LOG_POLY) + 7
 
 
 def bits(x: torch.Tensor) -> torch.Tensor:
@@ -207,7 +209,7 @@ def test_every_fused_multiply_add_of_the_transform_rounds_once(
     j = torch.arange(2**24, dtype=torch.int32)
     exact.neg_two_log((j.to(torch.float32) * 2.0**-24).clamp_min(exact.MIN_U1_F32))
     exact.cos_sin_of_turns(j)
-    assert len(differing) == len(exact.LOG_POLY) + 7 and not any(differing), differing
+    assert len(differing) == FMAS_PER_PAIR and not any(differing), differing
 
 
 @pytest.mark.needs_triton
@@ -315,7 +317,7 @@ def test_the_compiled_exact_kernel_has_only_its_own_fmas_and_no_approximate_math
         pytest.skip("Triton's bundled ptxas is missing")
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    per_call = 2 * (len(exact.LOG_POLY) + 7)
+    per_call = 2 * FMAS_PER_PAIR  # two pairs a Philox call
     for name in ("long", "short"):
         exact_ptx, fused_ptx = found[f"{name} fusion=False"], found[f"{name} fusion=True"]
         assert exact_ptx["fma"] > 0 and exact_ptx["fma"] % per_call == 0, found
