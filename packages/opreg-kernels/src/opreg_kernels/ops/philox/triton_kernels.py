@@ -84,6 +84,9 @@ EXACT_LONG_NUM_WARPS = 4
 EXACT_SHORT_BLOCK = 512
 EXACT_SHORT_NUM_WARPS = 4
 _INT32_LIMIT = 2**31
+#: The exact kernel's compile options: no multiply and add contracted into an fma (the
+#: transform's fmas are its own).
+_EXACT_OPTIONS = {"enable_fp_fusion": False}
 #: Whether the kernels below run in Triton's interpreter: asked at import, when ``@triton.jit``
 #: decides it for them (see ``_compiled_launch``).
 _INTERPRETED = triton_interpreted()
@@ -519,11 +522,9 @@ def launch_rows(
         "MASKED": masked,
     }  # fmt: skip
     args = (seeds, out, n, calls_per_row, size, lo, hi)
-    # Exact: no multiply and add contracted into an fma (the transform's fmas are its own).
-    options: dict[str, bool] = {"enable_fp_fusion": False} if exact else {}
     if type(seeds) is not torch.Tensor:
         if exact:  # (the exact op is opaque to the compiler: a tensor subclass, say)
-            launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, **options)
+            launch.fn[(grid,)](*args, **constexprs, num_warps=num_warps, **_EXACT_OPTIONS)
         else:  # traced for the compiler: the kernel goes into the graph
             torch.library.wrap_triton(launch.fn)[(grid,)](*args, **constexprs, num_warps=num_warps)
         return out
@@ -533,7 +534,7 @@ def launch_rows(
         int_spec(n), int_spec(calls_per_row), int_spec(size),
         normal, wide, block, num_warps, fast_sincos, ptx_math, masked, loop, exact,
     )  # fmt: skip
-    launch(key, grid, device, args, num_warps, constexprs, options)
+    launch(key, grid, device, args, num_warps, constexprs, _EXACT_OPTIONS if exact else None)
     return out
 
 
