@@ -17,9 +17,10 @@ its backward bumps the version counters and calls the in-place launcher itself),
 opreg's cost between the call of the mutating op and the rest.
 
 Shapes (``--shapes``; on CUDA by default 8192x4096, 16384x8192 and 4x64 bf16): a step moves
-16 bytes per element pair through the GPU (the forward reads ``a`` and ``b`` and writes ``c``,
-the backward reads ``dc``, ``a`` and ``b`` and writes ``a`` and ``b``), 0.54 GB at 8192x4096
-(about 135 us of an H200) and 2.1 GB at 16384x8192 (about 540 us); at 4x64 only the host counts.
+16 bytes per element of ``a`` through the GPU (bf16; the forward reads ``a`` and ``b`` and
+writes ``c``, the backward reads ``dc``, ``a`` and ``b`` and writes ``a`` and ``b``): 0.54 GB at
+8192x4096 (about 135 us of an H200) and 2.1 GB at 16384x8192 (about 540 us); at 4x64 only the
+host counts.
 Which of the GPU and the host limits the larger shapes depends on the host: on the lent H200
 hosts a hand-written Function's step costs about 200 us of host time (autograd's engine hands
 the backward to its CUDA thread and back), so 8192x4096 is still the host's and 16384x8192
