@@ -44,7 +44,7 @@ def sass(exact: bool, block: int, num_warps: int) -> str:
     signature = {**dict(zip(names, types, strict=True)), **dict.fromkeys(constexprs, "constexpr")}
     attrs = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2)}
     source = ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
-    options = {"num_warps": num_warps, "enable_fp_fusion": not exact}
+    options = {"num_warps": num_warps, **(philox._EXACT_OPTIONS if exact else {})}
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "kernel.cubin"

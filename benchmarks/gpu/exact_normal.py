@@ -139,7 +139,7 @@ def ptx_report() -> Row:
     compiled = philox._philox_long_rows_kernel[(2,)](
         seeds, out, n, n // 4, 1, 0, 0, NORMAL=True, WIDE=False, BLOCK=1024, LOOP=4,
         FAST_SINCOS=True, PTX_MATH=True, EXACT=True, MASKED=False, num_warps=4,
-        enable_fp_fusion=False,
+        **philox._EXACT_OPTIONS,
     )  # fmt: skip
     ptx = compiled.asm.get("ptx", "")
     report: Row = {
@@ -203,7 +203,7 @@ def scale_probe() -> Row:
         philox._philox_long_rows_kernel[(rows * chunks,)](
             seeds, out, cols, calls, chunks, 0, 0, NORMAL=True, WIDE=False, BLOCK=block,
             LOOP=loop, FAST_SINCOS=True, PTX_MATH=hw_fma, EXACT=True, MASKED=False, num_warps=8,
-            enable_fp_fusion=False,
+            **philox._EXACT_OPTIONS,
         )  # fmt: skip
 
     found: Row = {f"hw_fma={f} GB/s": gbs(rows, cols, lambda f=f: run(f)) for f in (True, False)}

@@ -28,5 +28,5 @@ def exact_halves(
     (``tl.fma``); otherwise the float64 one of the fallback and the interpreter."""
     r, c, s = (torch.empty(words.shape, dtype=torch.float32, device=words.device) for _ in "rcs")
     grid = (words.numel() // block,)
-    _halves_kernel[grid](words, r, c, s, BLOCK=block, HW_FMA=hw_fma, enable_fp_fusion=False)
+    _halves_kernel[grid](words, r, c, s, BLOCK=block, HW_FMA=hw_fma, **philox._EXACT_OPTIONS)
     return r, c, s
