@@ -37,6 +37,10 @@ def samples(device: torch.device) -> Iterator[SampleInput]:
     yield SampleInput((torch.randn(3, 4, generator=g).to(device),), name="3x4")
 
 
+def double(x: Tensor) -> Tensor:
+    return 2 * x
+
+
 def save_x(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
     ctx.save_for_backward(inputs[0])
 
@@ -99,6 +103,63 @@ def test_a_wrong_second_derivative_names_the_first_jacobian_entry(register: Regi
     assert mismatch is not None and "Jacobian d(gradients)/d(x)" in mismatch.where
     # d(grad x[0]) / d(x[0]) = -v[0] sin(x[0]) by finite differences; 0 through the detach.
     assert mismatch.index == (0, 0) and mismatch.actual == 0 and abs(mismatch.expected) > 1e-3
+
+
+#: What gradcheck's own message prints its Jacobians with (issue 37: a message carried them).
+_JACOBIAN_DUMP = ("numerical:", "Numerical:", "analytical:", "Analytical:", "tensor(", "[[")
+
+
+def _large(device: torch.device) -> Iterator[SampleInput]:
+    """80 elements: a Jacobian of 6400 entries, more than the check works out itself."""
+    g = torch.Generator().manual_seed(1)
+    yield SampleInput((torch.randn(8, 10, generator=g).to(device),), name="8x10")
+
+
+def _assert_no_jacobian_dump(failure: CheckFailure) -> None:
+    message = str(failure)
+    assert not [part for part in _JACOBIAN_DUMP if part in message], message
+    assert len(failure.problem.splitlines()) == 1, message
+
+
+def test_a_large_jacobian_mismatch_names_entries_not_gradcheck_s_dump(register: Register) -> None:
+    # Slow mode (fast_mode=False): gradcheck prints 6400-entry Jacobians, summarised with
+    # "..."; the message names the entries that differ among them, placed by the sizes (the
+    # last element's entry is (79, 79)), and leaves the dump out.
+    def last_lost(ctx: Any, g: Tensor) -> Tensor:
+        keep = torch.ones_like(g).flatten()
+        keep[-1] = 0
+        return 2 * g * keep.view_as(g)
+
+    op = register(
+        double, fake_fn=torch.empty_like, backward=last_lost, sample_inputs=_large
+    )  # fmt: skip
+    failure = failure_of(op, fast_mode=False)
+    _assert_no_jacobian_dump(failure)
+    assert failure.case == "gradcheck, float64"
+    assert failure.problem == (
+        "the backward disagrees with finite differences (gradcheck); expected = finite "
+        "differences, actual = backward: Jacobian d(output 0)/d(x) [flat output index, flat "
+        "input index] at (79, 79): expected 2, actual 0 (1 of the 36 entries gradcheck printed "
+        "of 6400 differ)"
+    )
+
+
+def test_a_fast_mode_mismatch_names_entries_and_the_largest_difference(
+    register: Register,
+) -> None:
+    # Fast mode (80 elements): gradcheck recomputes both Jacobians in slow mode for its
+    # message; the first differing entries and its largest difference per element remain.
+    op = register(
+        double, fake_fn=torch.empty_like, backward=lambda ctx, g: 3 * g, sample_inputs=_large
+    )  # fmt: skip
+    failure = failure_of(op)
+    _assert_no_jacobian_dump(failure)
+    assert failure.case == "gradcheck, float64, fast mode"
+    assert failure.problem.endswith(
+        "Jacobian d(output 0)/d(x) [flat output index, flat input index] at (0, 0): expected "
+        "2, actual 3; (1, 1): expected 2, actual 3; (2, 2): expected 2, actual 3 (6 of the 36 "
+        "entries gradcheck printed of 6400 differ); largest difference per element 1"
+    )
 
 
 def test_a_constant_zero_gradient_is_not_called_non_differentiable(register: Register) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,11 @@ from opreg_testing import (
     check_fake,
     check_op,
     check_vmap,
+    runner,
 )
+from opreg_testing.checks import CHECKS
+from opreg_testing.checks._harness import Budget
+from opreg_testing.table import render_details
 
 Register = Callable[..., Any]
 
@@ -204,30 +209,32 @@ def _triton_double(
 
 
 @pytest.mark.needs_triton
-def test_a_wrong_triton_kernel_is_blamed_before_the_batching_rule(opreg_namespace: Any) -> None:
-    # The kernel writes one wrong value; vmap(op) then differs from the op stacked over the
-    # batch only past the first entry, which used to read "entries influence each other
-    # (does the batching rule reduce over the batch dim?)".
+def test_a_wrong_triton_kernel_skips_the_checks_that_run_through_it(opreg_namespace: Any) -> None:
+    # The kernel writes one wrong value; vmap(op) then differed from the op stacked over the
+    # batch only past the first entry, which used to read "entries influence each other (does
+    # the batching rule reduce over the batch dim?)", and gradcheck through the kernel could
+    # take minutes (issue 37). The checks that run the op through the kernel now wait for it.
     op = _triton_double(opreg_namespace.qualname("one_wrong_value"), _launcher(2), double)
     seen: list[str] = []
     report = check_op(
         op,
-        checks=["vmap", "autograd", "kernel"],
+        checks=["fake", "vmap", "autograd", "kernel"],
         device="triton-cpu",
         options={"vmap": {"nested": False}},
         progress=lambda r: seen.append(r.check),
     )
-    assert seen == ["kernel", "vmap", "autograd"]  # the kernel check ran first
-    assert [r.check for r in report.results] == ["vmap", "autograd", "kernel"]  # as asked
-    assert report["kernel"].failed
-    vmap = report["vmap"]
-    assert vmap.failed and vmap.failure is not None
-    first = "the Triton kernel differs from the fallback on triton-cpu (the kernel check failed)"
-    assert vmap.reason.startswith(first) and "fix that first" in vmap.reason
-    message = str(vmap.failure)
-    assert "batching rule" not in message and "influence each other" not in message
-    assert message.startswith(f"opreg vmap check failed for {op.qualname}")
-    assert "vmap(op) differs from the op stacked over the batch" in message  # the mismatch too
+    assert seen == ["kernel", "fake", "vmap", "autograd"]  # the kernel check ran first
+    assert [r.check for r in report.results] == ["fake", "vmap", "autograd", "kernel"]  # as asked
+    assert report.by_status("failed") == ["kernel"]
+    assert report["fake"].passed  # the fake never runs the kernel's values
+    reason = (
+        "the kernel check failed on triton-cpu, and this check runs the op through its Triton "
+        "kernel: fix the kernel first"
+    )
+    for check in ("vmap", "autograd"):
+        assert report[check].skipped and report[check].reason == reason
+    assert f"skipped vmap ({reason}), autograd ({reason})" in report.summary()
+    assert not report.ok
 
 
 @pytest.mark.needs_triton
@@ -246,3 +253,35 @@ def test_a_right_kernel_with_a_wrong_batching_rule_still_blames_the_rule(
     assert vmap.failed
     assert "kernel" not in vmap.reason
     assert "does the batching rule reduce over the batch dim?" in vmap.reason
+
+
+# -- time budgets (issue 37) ---------------------------------------------------------------------
+
+
+def test_every_check_declares_a_time_budget_with_a_hint() -> None:
+    for name, check in CHECKS.items():
+        assert check.budget.seconds > 0 and check.budget.hint, name
+    assert CHECKS["autograd"].budget.note("autograd", 42.4) == (
+        f"autograd took 42 s, over its 30 s budget: {CHECKS['autograd'].budget.hint}"
+    )
+    assert CHECKS["autograd"].budget.note("autograd", 29.9) is None
+
+
+def test_a_check_over_its_budget_gets_a_note_and_is_not_stopped(
+    register: Register, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Budgets of zero seconds: every check that runs is over its budget (a report, not a kill).
+    tight = {
+        name: dataclasses.replace(check, budget=Budget(0, f"{name} hint"))
+        for name, check in CHECKS.items()
+    }
+    monkeypatch.setattr(runner, "CHECKS", tight)
+    op = register(double, fake_fn=lambda x: x.new_empty(1), sample_inputs=samples)
+    report = check_op(op, checks="fake,vmap")
+    fake, vmap = report["fake"], report["vmap"]
+    assert fake.failed and vmap.passed  # both ran to the end
+    assert fake.notes == ["fake took 0 s, over its 0 s budget: fake hint"]
+    assert vmap.notes == ["vmap took 0 s, over its 0 s budget: vmap hint"]
+    assert "passed vmap (vmap took 0 s, over its 0 s budget: vmap hint)" in report.summary()
+    assert "fake took 0 s, over its 0 s budget" in render_details([report])
+    assert report.to_dict()["results"][0]["notes"] == fake.notes

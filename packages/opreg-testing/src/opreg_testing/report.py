@@ -16,9 +16,12 @@ class CheckResult:
 
     ``reason`` says why a check was skipped, or (one line) why it failed; ``failure`` holds the
     full :class:`CheckFailure`. ``info`` carries check-specific facts, e.g. for vmap which
-    batching path ran (``info["batching"]``). ``notes`` are one-line facts of a passed check
-    worth reading, e.g. the autograd check's ``"once differentiable: double backward raises
-    ..."`` for an op whose backward declines second derivatives with a clear error.
+    batching path ran (``info["batching"]``). ``notes`` are one-line facts worth reading: of
+    a passed check, what it accepted or could not check, e.g. the autograd check's ``"once
+    differentiable: double backward raises ..."`` for an op whose backward declines second
+    derivatives with a clear error, or the export check's ``"not checked: torch.export.load
+    in another process, ..."`` for an op registered from ``__main__``; of any check, that it
+    ran over its time budget (``"autograd took 42 s, over its 30 s budget: ..."``).
     """
 
     check: str

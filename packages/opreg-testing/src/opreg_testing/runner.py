@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import torch
 
 from .checks import ALL_CHECKS, CHECKS
-from .checks._harness import CheckContext, execute, prepare
+from .checks._harness import CheckContext, Skip, execute, prepare
 from .compare import ToleranceSpec, check_tolerance_spec
 from .devices import TRITON_CPU, is_triton_cpu
-from .errors import CheckFailure
 from .interpreter import device_and_serving, triton_info
 from .report import CheckResult, OpReport
 from .samples import SamplesArg
@@ -69,11 +69,13 @@ def check_op(
     """Run ``checks`` (default: all of ``ALL_CHECKS``) on ``op`` and report each outcome.
 
     When the op has a kernel serving the device (its Triton kernel on ``triton-cpu`` or
-    CUDA, a registered kernel), the kernel check runs first; if it fails, every later
-    failure (but the fake check's) starts with a line saying so ("the Triton kernel differs
-    from the fallback on triton-cpu (the kernel check failed): fix that first, ..."), and the
-    vmap check no longer blames the batching rule. ``report.results`` keep the order of
-    ``checks``; ``progress`` gets them in the order they ran.
+    CUDA, a registered kernel), the kernel check runs first; if it fails, the checks that run
+    the op through that kernel (all but the fake check) are skipped, their reason saying so
+    ("the kernel check failed on triton-cpu, and this check runs the op through its Triton
+    kernel: fix the kernel first"), instead of failing after it (a gradcheck through a wrong
+    kernel can take minutes). A check that runs over its time budget gets a note saying so.
+    ``report.results`` keep the order of ``checks``; ``progress`` gets them in the order they
+    ran (skipped ones too).
     ``samples`` default to the op's ``sample_inputs(device)``. Failures do not stop the run:
     they are recorded in the report (``report.raise_for_failures()`` raises them), as are
     skipped checks with their reason; ``report.checked`` says whether any check passed.
@@ -94,42 +96,50 @@ def check_op(
     report = OpReport(base.name, TRITON_CPU if is_triton_cpu(device) else str(base.device))
     results: dict[str, CheckResult] = {}
     with serving:
-        upstream: str | None = None
+        kernel_failed: str | None = None  # then: why the checks through the kernel skip
         for name in _run_order(names, base):
-            ctx = base.for_check(name, None if name in _NOT_DOWNSTREAM else upstream)
-            result = execute(ctx, CHECKS[name].bind(opts[name]))
+            check = CHECKS[name]
+            ctx = base.for_check(name)
+            if kernel_failed is not None and name not in _NOT_THROUGH_KERNEL:
+                result = execute(ctx, partial(_skip, kernel_failed))
+            else:
+                result = execute(ctx, check.bind(opts[name]), check.budget)
             results[name] = result
-            if name == "kernel" and result.failure is not None:
-                upstream = _kernel_upstream(result.failure, base, report.device)
+            if name == "kernel" and result.failed:
+                kernel_failed = _fix_the_kernel_first(base, report.device)
             if progress is not None:
                 progress(result)
     report.results.extend(results[name] for name in names)
     return report
 
 
-#: Checks whose failures never follow from a wrong kernel: the fake check compares the fake
-#: implementation with the real output's metadata, never its values.
-_NOT_DOWNSTREAM = frozenset({"kernel", "fake"})
+#: Checks that do not run the op through its kernel: the kernel check itself, and the fake
+#: check, which compares the fake implementation with the real output's metadata, never its
+#: values.
+_NOT_THROUGH_KERNEL = frozenset({"kernel", "fake"})
 
 
 def _run_order(names: tuple[str, ...], base: CheckContext) -> tuple[str, ...]:
     """``names`` with the kernel check first when the op has a kernel (e.g. its Triton kernel)
-    serving the device: a kernel that differs from the fallback makes the checks that run the
-    op fail too, and their failures then say so instead of blaming e.g. the batching rule."""
+    serving the device: when it fails, the checks that run the op through the kernel are
+    skipped (they would fail too, slowly, and blame e.g. the batching rule)."""
     op = base.target.opreg
     if "kernel" not in names or op is None or base.device.type not in op.kernel_device_types:
         return names
     return ("kernel", *(n for n in names if n != "kernel"))
 
 
-def _kernel_upstream(failure: CheckFailure, base: CheckContext, device: str) -> str:
-    """The first line of the later checks' failures after the kernel check failed:
-    ``the Triton kernel differs from the fallback on triton-cpu (the kernel check failed): ...``."""
-    what = failure.problem.splitlines()[0] if failure.problem else "the kernel is wrong"
+def _fix_the_kernel_first(base: CheckContext, device: str) -> str:
+    """Why a check is skipped after the kernel check failed: ``the kernel check failed on
+    triton-cpu, and this check runs the op through its Triton kernel: fix the kernel first``."""
     op = base.target.opreg
-    if op is not None and triton_info(op) is not None:
-        what = what.replace("kernel", "Triton kernel", 1)
+    kernel = "Triton kernel" if op is not None and triton_info(op) is not None else "kernel"
     return (
-        f"{what} on {device} (the kernel check failed): fix that first, this failure may "
-        "follow from it"
+        f"the kernel check failed on {device}, and this check runs the op through its "
+        f"{kernel}: fix the kernel first"
     )
+
+
+def _skip(reason: str, ctx: CheckContext) -> None:
+    """A check body that only skips, saying why."""
+    raise Skip(reason)

@@ -43,8 +43,8 @@ def render_table(reports: Sequence[OpReport], checks: Sequence[str]) -> str:
 
 
 def render_details(reports: Sequence[OpReport]) -> str:
-    """Failures in full, skip reasons, notes of passed checks (e.g. once differentiable) and
-    vmap batching paths, one section each."""
+    """Failures in full, skip reasons, notes (e.g. once differentiable, not checked, over
+    the time budget) and vmap batching paths, one section each."""
     failures = [
         f"{r.device}: {result.failure}"
         for r in reports

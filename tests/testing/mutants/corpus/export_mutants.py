@@ -1,6 +1,8 @@
 """Mutants the export check must catch: ops that another process cannot register to load a
-saved program, and ops whose loaded program disagrees with eager; and the correct version of
-the last one.
+saved program, and ops whose loaded program disagrees with eager, also when registered from
+``__main__``; and correct ops: the right version of the last one, and an op registered from
+``__main__`` (a script or notebook), which passes with a note that the fresh-process part
+was not checked.
 
 Every argument type opreg accepts is serialised by ``torch.export.save`` (torch 2.13: Scalar,
 complex, str, ScalarType, Device, Layout, MemoryFormat, lists, defaults), and opreg refuses the
@@ -25,13 +27,29 @@ from .spec import CorrectOp, Mutant, randn, unary
 _NO_VMAP = {"export": {"vmap": False}}
 
 
+def _in_main(fn: Any) -> Any:
+    """``fn`` as if defined in a script or notebook (the module the export check reads)."""
+    fn.__module__ = "__main__"
+    return fn
+
+
 def _from_main(ns: OpNamespace) -> Any:
-    # Defined in a script or notebook: another process's __main__ is another program.
+    # Defined in a script or notebook: another process's __main__ is another program, so
+    # that part cannot be checked here; the op itself is right.
     def double(x: Tensor) -> Tensor:
         return x * 2
 
-    double.__module__ = "__main__"
-    return unary(ns, "from_main", double)
+    return unary(ns, "from_main", _in_main(double))
+
+
+def _from_main_counts_calls(ns: OpNamespace) -> Any:
+    # Prototyped in a notebook, and wrong: its loaded program differs from eager.
+    calls = itertools.count(1)
+
+    def scale(x: Tensor) -> Tensor:
+        return x * next(calls)
+
+    return unary(ns, "from_main_counts_calls", _in_main(scale))
 
 
 def _from_unimportable_module(ns: OpNamespace) -> Any:
@@ -73,13 +91,6 @@ def _reduce(ns: OpNamespace, opname: str, by_identity: bool) -> Any:
 
 MUTANTS = [
     Mutant(
-        "registered_from_main",
-        "export",
-        "an op registered from __main__ (a script): no other process can import it",
-        _from_main,
-        _NO_VMAP,
-    ),
-    Mutant(
         "registered_from_unimportable_module",
         "export",
         "an op registered from generated code whose module name nothing can import",
@@ -94,6 +105,14 @@ MUTANTS = [
         _NO_VMAP,
     ),
     Mutant(
+        "from_main_export_counts_calls",
+        "export",
+        "registered from __main__ (a notebook), and its output depends on how often it was "
+        "called: the loaded program differs",
+        _from_main_counts_calls,
+        _NO_VMAP,
+    ),
+    Mutant(
         "str_compared_by_identity",
         "export",
         "compares a str argument with `is`: the deserialised string of a loaded program fails",
@@ -103,6 +122,12 @@ MUTANTS = [
 ]
 
 CORRECT = [
+    CorrectOp(
+        "registered_from_main",
+        "a right op registered from __main__ (a script or notebook): passes, noting that a "
+        "fresh process was not checked",
+        _from_main,
+    ),
     CorrectOp(
         "str_compared_by_value",
         "a str argument compared with ==",

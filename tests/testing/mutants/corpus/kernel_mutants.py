@@ -81,6 +81,12 @@ MUTANTS = [
         "a Triton kernel processes pairs of elements and skips the last of an odd count",
     ),
     _triton(
+        "triton_mask_off_by_one",
+        "kernel",
+        "a row-wise Triton kernel whose mask stops one column short (cols < n_cols - 1); its "
+        "backward is right (check_op skips the checks through the kernel: fix it first)",
+    ),
+    _triton(
         "triton_computes_in_float32",
         "kernel",
         "a Triton launcher computes in float32 whatever the input dtype",

@@ -38,6 +38,14 @@ def _double_pairs_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _double_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * n_cols
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols - 1  # off by one (should be n_cols): each row's last element is lost
+    tl.store(out_ptr + row + cols, tl.load(x_ptr + row + cols, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
 def _sub_kernel(x_ptr, m_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
@@ -70,6 +78,15 @@ def launch_double_pairs(x: Tensor) -> Tensor:
     out = torch.zeros_like(x)
     _double_pairs_kernel[_grid(x.numel())](x, out, x.numel(), BLOCK=_BLOCK)
     return out
+
+
+def launch_double_rows_off_by_one(x: Tensor) -> Tensor:
+    """Wrong: one program per row, whose mask stops one column short (the last column stays 0)."""
+    rows = x.contiguous().view(-1, x.shape[-1]) if x.dim() else x.reshape(1, 1)
+    out = torch.zeros_like(rows)  # zeros, not empty: an unwritten element is 0, not leftovers
+    block = triton.next_power_of_2(rows.shape[1])
+    _double_rows_kernel[(rows.shape[0],)](rows, out, rows.shape[1], BLOCK=block)
+    return out.view(x.shape)
 
 
 def launch_double_float32(x: Tensor) -> Tensor:
@@ -110,6 +127,14 @@ def samples(device: torch.device) -> Iterator[SampleInput]:
     yield SampleInput((randn(4, 4, seed=41).to(device),), name="4x4")
     yield SampleInput((randn(3, 5, seed=42).to(device),), name="3x5 (odd numel)")
     yield SampleInput((randn(2, 3, seed=43, dtype=torch.float64).to(device),), name="2x3 float64")
+
+
+def row_samples(device: torch.device) -> Iterator[SampleInput]:
+    """A 32x32 first, as a user's sample may be (1024 elements: gradcheck runs in fast mode,
+    and on a failure recomputes the whole Jacobian in slow mode for its message, two launches
+    per input element through Triton's interpreter: about a minute), then the small ones."""
+    yield SampleInput((randn(32, 32, seed=45).to(device),), name="32x32")
+    yield from samples(device)
 
 
 def wide_samples(device: torch.device) -> Iterator[SampleInput]:
@@ -161,6 +186,9 @@ MUTANT_BUILDERS: dict[str, Callable[[OpNamespace], Any]] = {
     ),
     "triton_wrong_for_odd_sizes": lambda ns: _double_op(
         ns, "triton_wrong_for_odd_sizes", launch_double_pairs
+    ),
+    "triton_mask_off_by_one": lambda ns: _double_op(
+        ns, "triton_mask_off_by_one", launch_double_rows_off_by_one, sample_inputs=row_samples
     ),
     "triton_computes_in_float32": lambda ns: _double_op(
         ns, "triton_computes_in_float32", launch_double_float32, sample_inputs=wide_samples

@@ -1,7 +1,7 @@
-"""The harness every check runs in: a check's declaration (:class:`Check`: its body and its
-options), the context it runs in (:class:`CheckContext`), running and timing it
-(:func:`execute`), and turning errors into :class:`CheckFailure` messages that name the op,
-the check, the sample and the case."""
+"""The harness every check runs in: a check's declaration (:class:`Check`: its body, its
+options and its time budget), the context it runs in (:class:`CheckContext`), running and
+timing it (:func:`execute`), and turning errors into :class:`CheckFailure` messages that name
+the op, the check, the sample and the case."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from opreg_core import SampleInput
 from ..compare import ToleranceSpec, check_tolerance_spec, compare
 from ..errors import CheckFailure
 from ..interpreter import device_and_serving
-from ..report import CheckResult
+from ..report import CheckResult, Status
 from ..samples import SamplesArg, as_device, clone_sample, describe_sample, gather_samples
 from ..target import OpLike, Target, resolve
 
@@ -48,21 +48,18 @@ class CheckContext:
     device: torch.device
     tolerance: ToleranceSpec = None
     info: dict[str, Any] = field(default_factory=dict)
-    #: One-line facts a passing check wants read (e.g. "once differentiable: ..."), kept in
-    #: :attr:`CheckResult.notes`.
+    #: One-line facts a check wants read (e.g. "once differentiable: ...", or that it ran
+    #: over its time budget), kept in :attr:`CheckResult.notes`.
     notes: list[str] = field(default_factory=list)
-    #: A failure of an earlier check on this device that this check's failures may follow
-    #: from (e.g. the kernel check's): the first line of each of its failures.
-    upstream: str | None = None
 
     @property
     def name(self) -> str:
         return self.target.name
 
-    def for_check(self, check: str, upstream: str | None = None) -> CheckContext:
+    def for_check(self, check: str) -> CheckContext:
         """The same op, samples, device and tolerance for another check (with its own info
-        and notes); ``upstream``: see the attribute."""
-        return dataclasses.replace(self, check=check, info={}, notes=[], upstream=upstream)
+        and notes)."""
+        return dataclasses.replace(self, check=check, info={}, notes=[])
 
     def describe(self, sample: SampleInput) -> str:
         return describe_sample(sample, self.target.arg_names)
@@ -71,8 +68,6 @@ class CheckContext:
         self, problem: str, sample: SampleInput | None = None, case: str | None = None, **kw: Any
     ) -> CheckFailure:
         label = None if sample is None else self.describe(sample)
-        if self.upstream is not None:
-            problem = f"{self.upstream}\n{problem}"
         return CheckFailure(self.name, self.check, problem, sample=label, case=case, **kw)
 
     @contextmanager
@@ -184,8 +179,28 @@ def torch_deprecations_ignored() -> Iterator[None]:
         yield
 
 
-def execute(ctx: CheckContext, body: Body) -> CheckResult:
-    """Run ``body`` and time it: passed, skipped (``Skip``) or failed (``CheckFailure``).
+@dataclass(frozen=True)
+class Budget:
+    """How long a check should take on an op with a few small samples, on a small CPU machine,
+    and what makes it slow when it takes longer (the second half of its note).
+
+    A check that runs over its budget is not stopped: its result gets a note, such as
+    ``autograd took 42 s, over its 30 s budget: ...``, so a slow op or slow samples are seen.
+    """
+
+    seconds: float
+    hint: str
+
+    def note(self, check: str, elapsed: float) -> str | None:
+        """The note of a check that took ``elapsed`` seconds (None: within the budget)."""
+        if elapsed <= self.seconds:
+            return None
+        return f"{check} took {elapsed:.0f} s, over its {self.seconds:.0f} s budget: {self.hint}"
+
+
+def execute(ctx: CheckContext, body: Body, budget: Budget | None = None) -> CheckResult:
+    """Run ``body`` and time it: passed, skipped (``Skip``) or failed (``CheckFailure``); a
+    check that took longer than ``budget`` gets a note saying so (it is never stopped).
 
     Torch's deprecation warnings about itself are ignored while the body runs (only then).
     """
@@ -194,33 +209,36 @@ def execute(ctx: CheckContext, body: Body) -> CheckResult:
         with torch_deprecations_ignored():
             body(ctx)
     except Skip as skip:
-        return CheckResult(
-            ctx.check,
-            ctx.name,
-            "skipped",
-            time.perf_counter() - start,
-            str(skip),
-            ctx.info,
-            notes=ctx.notes,
-        )
+        return _result(ctx, start, budget, "skipped", str(skip))
     except CheckFailure as failure:
-        return _failed(ctx, start, failure)
+        return _result(ctx, start, budget, "failed", failure.summary(), failure)
     except Exception as exc:  # a step outside ``ctx.step``: still a failure of this op
         unexpected = ctx.failure(f"the check raised {format_exception(exc)}")
         unexpected.__cause__ = exc
-        return _failed(ctx, start, unexpected)
+        return _result(ctx, start, budget, "failed", unexpected.summary(), unexpected)
+    return _result(ctx, start, budget, "passed", "")
+
+
+def _result(
+    ctx: CheckContext,
+    start: float,
+    budget: Budget | None,
+    status: Status,
+    reason: str,
+    failure: CheckFailure | None = None,
+) -> CheckResult:
     elapsed = time.perf_counter() - start
-    return CheckResult(ctx.check, ctx.name, "passed", elapsed, "", ctx.info, notes=ctx.notes)
+    over = None if budget is None else budget.note(ctx.check, elapsed)
+    if over is not None:
+        ctx.notes.append(over)
+    return CheckResult(
+        ctx.check, ctx.name, status, elapsed, reason, ctx.info, failure, notes=ctx.notes
+    )
 
 
-def _failed(ctx: CheckContext, start: float, failure: CheckFailure) -> CheckResult:
-    elapsed = time.perf_counter() - start
-    return CheckResult(ctx.check, ctx.name, "failed", elapsed, failure.summary(), ctx.info, failure)
-
-
-def run_public(ctx: CheckContext, body: Body) -> CheckResult:
+def run_public(ctx: CheckContext, body: Body, budget: Budget | None = None) -> CheckResult:
     """For the public ``check_*`` functions: a failure is raised, anything else returned."""
-    result = execute(ctx, body)
+    result = execute(ctx, body, budget)
     if result.failure is not None:
         raise result.failure
     return result
@@ -237,12 +255,14 @@ class Check(Generic[Options]):
     ``defaults`` holds every option with its default; its type (a ``TypedDict``) is what
     ``check_<name>(op, **options)`` and ``check_op(options={name: {...}})`` accept.
     ``validate`` rejects a bad value (``ValueError``/``TypeError``) before anything runs.
+    ``budget``: how long the check should take (a note when it runs over).
     """
 
     name: str
     body: Callable[[CheckContext, Options], None]
     defaults: Options
     validate: Callable[[Options], None] | None = None
+    budget: Budget = field(kw_only=True)
 
     def resolve(self, given: Mapping[str, object], caller: str | None = None) -> Options:
         """``given`` completed with the defaults and validated.
@@ -284,4 +304,4 @@ class Check(Generic[Options]):
         run_on, serving = device_and_serving(device)  # triton-cpu: as check_op runs it
         ctx = prepare(self.name, op, samples, run_on, tolerance)
         with serving:
-            return run_public(ctx, self.bind(resolved))
+            return run_public(ctx, self.bind(resolved), self.budget)

@@ -30,7 +30,7 @@ from ..compare import tolerance_for
 from ..report import CheckResult
 from ..samples import SamplesArg, clone_sample, map_tensors
 from ..target import OpLike
-from ._harness import Check, CheckContext, Skip
+from ._harness import Budget, Check, CheckContext, Skip
 from ._outputs import floating_outputs, random_like, weighted_sum
 from .fake import compare_meta
 
@@ -225,7 +225,15 @@ def _check_gradients(
 
 #: The autocast check, with its options' defaults.
 AUTOCAST = Check(
-    "autocast", run_autocast, AutocastOptions(dtype=torch.bfloat16, gradients=True), _validate
+    "autocast",
+    run_autocast,
+    AutocastOptions(dtype=torch.bfloat16, gradients=True),
+    _validate,
+    budget=Budget(
+        20,
+        "it runs the op under torch.autocast and the fallback on the cast inputs for every "
+        "sample, with gradients: fewer samples, or gradients=False, make it faster",
+    ),
 )
 
 

@@ -66,7 +66,8 @@ from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
 from ._consumed_inputs import CONSUMING_BACKWARD, check_vjp_on_fresh_inputs, consumed_inputs
 from ._declined import TORCH_ONCE_DIFFERENTIABLE, declined
-from ._harness import Check, CheckContext, Skip, format_exception
+from ._gradcheck_text import condense, is_jacobian_mismatch
+from ._harness import Budget, Check, CheckContext, Skip
 from ._kernel_precision import (
     FallbackPath,
     dtype_name,
@@ -269,14 +270,31 @@ def _gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
         try:
             torch.autograd.gradcheck(fn, inputs.fresh(), fast_mode=fast, check_batched_grad=False)
         except GradcheckError as exc:
-            found = jacobian_mismatch(fn, inputs.fresh(), inputs.names(ctx.target.arg_names))
-            if found is None:
-                raise ctx.failure(f"gradcheck failed: {exc}", sample, case) from exc
+            names = inputs.names(ctx.target.arg_names)
+            found = jacobian_mismatch(fn, inputs.fresh(), names)
             problem = (
                 "the backward disagrees with finite differences (gradcheck); "
                 "expected = finite differences, actual = backward"
             )
+            if found is None:
+                if not is_jacobian_mismatch(exc):
+                    problem = "gradcheck failed"
+                summary = condense(exc, names, _sizes(fn, inputs))
+                raise ctx.failure(f"{problem}: {summary}", sample, case) from exc
             raise ctx.failure(problem, sample, case, mismatch=found) from exc
+
+
+def _sizes(fn: Callable[..., Any], inputs: Inputs) -> tuple[list[int], list[int]] | None:
+    """The flat sizes of the differentiated inputs and of the differentiable outputs, as
+    gradcheck numbers them (None if the op raises)."""
+    xs = inputs.fresh()
+    try:
+        outs = fn(*xs)
+    except Exception:  # only to place entries in a failure message
+        return None
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    diff = [o.numel() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    return [x.numel() for x in xs], diff
 
 
 def _flat_outputs(out: Any) -> torch.Tensor:
@@ -312,7 +330,8 @@ def jacobian_mismatch(
     Jacobian) and central differences disagree.
 
     Uses gradcheck's tolerance (``atol=1e-5, rtol=1e-3``); only real inputs and outputs of at
-    most 4096 elements are examined (otherwise None: the caller keeps gradcheck's message).
+    most 4096 elements are examined (otherwise None: the caller condenses gradcheck's
+    message, :mod:`._gradcheck_text`).
     """
     detached = [t.detach() for t in inputs]
     with torch.no_grad():
@@ -389,7 +408,10 @@ def _forward_gradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> None:
             found = jacobian_mismatch(fn, inputs.fresh(), names, analytical=_forward_jacobian)
             problem = "the jvp disagrees with finite differences (gradcheck with forward AD)"
             if found is None:
-                raise ctx.failure(f"{problem}: {exc}", sample, case) from exc
+                if not is_jacobian_mismatch(exc):
+                    problem = "gradcheck with forward AD failed"
+                summary = condense(exc, names, _sizes(fn, inputs))
+                raise ctx.failure(f"{problem}: {summary}", sample, case) from exc
             problem += "; expected = finite differences, actual = jvp"
             raise ctx.failure(problem, sample, case, mismatch=found) from exc
 
@@ -705,7 +727,8 @@ def _gradgradcheck(ctx: CheckContext, inputs: Inputs, fast: bool) -> str | None:
                 f"whose backward is wrong; {GRADGRAD_OPT_OUT}"
             )
             if found is None:
-                raise ctx.failure(f"{problem}\n{format_exception(exc)}", sample, case) from exc
+                summary = condense(exc, names + vnames).replace("d(output ", "d(gradient ", 1)
+                raise ctx.failure(f"{problem}\n{summary}", sample, case) from exc
             found = dataclasses.replace(
                 found, where=found.where.replace("d(outputs)", "d(gradients)", 1)
             )
@@ -1128,6 +1151,12 @@ AUTOGRAD = Check(
         functorch=True, fast_mode=None, gradgrad=True, nested=True, batch_entries="auto"
     ),
     _validate,
+    budget=Budget(
+        30,
+        "gradcheck and gradgradcheck call the op about twice per input element (slow mode, "
+        "for up to 64 elements and to explain a failure), through Triton's interpreter on "
+        "triton-cpu: smaller samples (tens of elements) check the same math faster",
+    ),
 )
 
 

@@ -19,7 +19,7 @@ from ..compare import ToleranceSpec
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._harness import Check, CheckContext
+from ._harness import Budget, Check, CheckContext
 from ._vmap_cases import batched_sample, vmap_cases, vmapped
 
 _counter = 0
@@ -109,6 +109,11 @@ COMPILE = Check(
     run_compile,
     CompileOptions(backend="inductor", dynamic=False, vmap=True, reset=True),
     _validate,
+    budget=Budget(
+        60,
+        "Inductor compiles every case, and its first compile in a process starts it up: the "
+        "aot_eager backend (opreg check --compile-backend aot_eager) is faster",
+    ),
 )
 
 

@@ -24,7 +24,7 @@ from ..layouts import layout_variants, rejects
 from ..report import CheckResult
 from ..samples import SamplesArg, map_tensors
 from ..target import OpLike
-from ._harness import Check, CheckContext
+from ._harness import Budget, Check, CheckContext
 from ._vmap_cases import batch_entries, batched_sample, vmap_cases, vmapped
 
 
@@ -167,7 +167,16 @@ def run_fake(ctx: CheckContext, options: FakeOptions) -> None:
 
 
 #: The fake check, with its options' defaults.
-FAKE = Check("fake", run_fake, FakeOptions(dynamic=True, layouts=True))
+FAKE = Check(
+    "fake",
+    run_fake,
+    FakeOptions(dynamic=True, layouts=True),
+    budget=Budget(
+        10,
+        "it runs the op and its fake on every sample and layout variant, with static and "
+        "symbolic shapes: fewer samples make it faster",
+    ),
+)
 
 
 def check_fake(

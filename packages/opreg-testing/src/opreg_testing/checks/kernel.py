@@ -29,7 +29,7 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike
-from ._harness import Check, CheckContext, Skip
+from ._harness import Budget, Check, CheckContext, Skip
 from ._vmap_cases import batch_entries, batched_sample, vmap_cases
 
 
@@ -164,7 +164,14 @@ def run_kernel(ctx: CheckContext, options: KernelOptions) -> None:
 
 #: The kernel check, with its options' defaults.
 KERNEL = Check(
-    "kernel", run_kernel, KernelOptions(exact=False, triton_interpreter=False, layouts=True)
+    "kernel",
+    run_kernel,
+    KernelOptions(exact=False, triton_interpreter=False, layouts=True),
+    budget=Budget(
+        20,
+        "it runs the kernel and the fallback on every sample and layout variant (a Triton "
+        "kernel through Triton's interpreter on triton-cpu): smaller samples make it faster",
+    ),
 )
 
 

@@ -12,7 +12,7 @@ from opreg_core import SampleInput
 from ..report import CheckResult
 from ..samples import SamplesArg, clone_sample
 from ..target import OpLike
-from ._harness import Check, CheckContext, format_exception
+from ._harness import Budget, Check, CheckContext, format_exception
 
 #: The test utils of ``torch.library.opcheck`` (all run by default).
 OPCHECK_UTILS: tuple[str, ...] = (
@@ -95,7 +95,17 @@ def run_opcheck(ctx: CheckContext, options: OpcheckOptions) -> None:
 
 
 #: The opcheck check, with its options' defaults.
-OPCHECK = Check("opcheck", run_opcheck, OpcheckOptions(test_utils=OPCHECK_UTILS), _validate)
+OPCHECK = Check(
+    "opcheck",
+    run_opcheck,
+    OpcheckOptions(test_utils=OPCHECK_UTILS),
+    _validate,
+    budget=Budget(
+        30,
+        "torch.library.opcheck runs each of its test_utils on every sample: fewer samples, "
+        "or fewer test_utils, make it faster",
+    ),
+)
 
 
 def check_opcheck(

@@ -24,7 +24,7 @@ from ..layouts import layout_variants, rejects, relayout_sample
 from ..report import CheckResult
 from ..samples import SamplesArg
 from ..target import OpLike, Target
-from ._harness import Check, CheckContext, Skip
+from ._harness import Budget, Check, CheckContext, Skip
 from ._vmap_cases import (
     VmapCase,
     batch_entries,
@@ -77,10 +77,7 @@ def _mutation_safe(case: VmapCase, mutated: list[int]) -> bool:
 
 def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomness: str) -> str:
     """Why vmap(op) may differ: does a batch of one entry (the sample itself) come out right?
-    Empty when an earlier failure (the kernel check's) is the likelier cause: the failure
-    names it."""
-    if ctx.upstream is not None:
-        return ""
+    (``check_op`` does not run this check after the kernel check failed: see runner.py.)"""
     single = VmapCase(case.levels, (1,) * case.depth, case.entries)
     try:
         one = batched_sample(sample, single)
@@ -215,6 +212,11 @@ VMAP = Check(
         nested=True, randomness="error", require_fast=True, batch_entries="auto", layouts=True
     ),
     _validate,
+    budget=Budget(
+        20,
+        "it runs vmap(op) and the op on each batch entry for every sample, in_dims pattern "
+        "and depth: fewer or smaller samples, or nested=False, make it faster",
+    ),
 )
 
 
