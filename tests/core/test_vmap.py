@@ -271,7 +271,7 @@ def test_max_vmap_level_caps_the_fast_rule(ns: str) -> None:
     assert (op.vmap_stats.fast, op.vmap_stats.nested, op.vmap_stats.loop) == (1, 1, 1)
 
 
-def test_without_vmap_fn_pytorch_fallback_is_correct(ns: str) -> None:
+def test_without_vmap_fn_the_per_sample_loop_is_correct(ns: str) -> None:
     op = register_vmap_op(
         lambda x: x.sort().values,
         fake_fn=lambda x: torch.empty_like(x),

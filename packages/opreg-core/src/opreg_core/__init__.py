@@ -29,13 +29,16 @@ from ._sharding import (
     ShardingSpec,
     sharding_rule,
 )
+from ._versions import TESTED_TORCH, FastPath, fast_paths
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "TESTED_TORCH",
     "CustomSharding",
     "Default",
     "ElementwiseSharding",
+    "FastPath",
     "KernelHandle",
     "NotDifferentiableError",
     "Registration",
@@ -53,6 +56,7 @@ __all__ = [
     "default_name",
     "default_wrap_inputs",
     "device_type_name",
+    "fast_paths",
     "get_op",
     "option_values",
     "register_sharding_rule",

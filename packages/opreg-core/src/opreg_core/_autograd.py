@@ -312,8 +312,12 @@ def make_autograd_kernel(
     user_backward: bool = False,
     jvp: Jvp | None = None,
     user_jvp: bool = False,
+    fast: bool = True,
 ) -> AutogradKernel:
     """The ``Autograd`` kernel (``with_keyset=True``) of one operator, and its direct record.
+
+    ``fast``: the Function's graph node calls its backward itself (``function_class``; on a
+    tested torch only, see ``_versions``).
 
     ``jvp``: the forward-mode rule (``jvp(ctx, *input_tangents)``, one tangent per declared
     input, a list of them for a list input); None: forward mode through the op raises.
@@ -437,7 +441,9 @@ def make_autograd_kernel(
     }
     if jvp is not None:
         methods["jvp"] = staticmethod(jvp_wrapper)
-    function = function_class(f"{qualname.replace('::', '_')}_Function", methods)
+    function = function_class(
+        f"{qualname.replace('::', '_')}_Function", methods, node_calls_backward=fast
+    )
     record_direct = (
         DirectRecord(qualname, signature, setup_context, backward, user_backward)
         if not returns_list
@@ -643,7 +649,8 @@ class DirectRecord:
             "backward": staticmethod(flat_backward(direct_backward)),
         }
         name = f"{qualname.replace('::', '_')}_Function"
-        function: Any = function_class(name, methods)
+        # (Only the direct call records through these, and only on a tested torch.)
+        function: Any = function_class(name, methods, node_calls_backward=True)
         apply: Callable[..., Any] = function.apply
         self.applies[registered] = apply
         return apply

@@ -43,6 +43,10 @@ arguments, one output, default input wrapping, no ``max_vmap_level``: ``_only_le
 Python call of ``vmap_fn`` below the level there (the fold of one level) was measured no
 cheaper than the dispatcher's call of the twin, so the last level always dispatches.
 
+These short paths (and the one pass) are speed paths built on torch internals: an op
+registered on a torch release outside the tested range (``_versions``) takes none of them
+(``fast=False``): every call takes the general path above, with the same results.
+
 Calls made while ``FuncTorchBatched`` is excluded go down to the next vmap level (functorch's
 dynamic-layer keys pop the level), the same lowering that ``torch.library.register_vmap`` uses.
 """
@@ -96,7 +100,7 @@ class VmapStats:
 
     fast: int = 0  #: calls of the op's rule that ran ``vmap_fn`` (innermost level)
     nested: int = 0  #: further levels folded into the same ``vmap_fn`` call
-    loop: int = 0  #: levels past ``max_vmap_level``, computed by a per-sample loop
+    loop: int = 0  #: levels computed by a per-sample loop (past ``max_vmap_level``, or no vmap_fn)
 
     def reset(self) -> None:
         self.fast = self.nested = self.loop = 0
@@ -190,6 +194,13 @@ def _flatten_level(value: Any, dim: InDim, batch: int) -> tuple[Any, int | None]
                 out.append(v)
         return out, inner
     return value, None
+
+
+def _stack(outputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """The entries' outputs stacked, viewed as the batch of the first entry's shape, as
+    PyTorch's per-sample fallback does: traced (``torch.compile``), that shape is the fake's,
+    so a fake that lies about it fails there, not only in the fake check."""
+    return torch.stack(outputs).view(len(outputs), *outputs[0].shape)
 
 
 def _select(value: Any, dim: InDim, index: int) -> Any:
@@ -290,6 +301,7 @@ class BatchingRules:
         nograd_op: Callable[..., Any] | None = None,
         derived_autograd: bool = False,
         autocast: bool = False,
+        fast: bool = True,
     ) -> None:
         self.qualname = qualname
         self.op = op
@@ -302,15 +314,17 @@ class BatchingRules:
         self._depth = threading.local()
         #: The batched op's only kernel (the registered ``vmap_fn``), which the fold of every
         #: level calls without the dispatcher; None: always dispatch.
-        self.direct = direct if level_keys is not None else None
+        self.direct = direct if level_keys is not None and fast else None
         #: The batched op's twin without an autograd kernel (see ``_last_level_op``), or None.
-        self.nograd_op = nograd_op
+        self.nograd_op = nograd_op if fast else None
         #: What a vmap level adds to the dispatch state (to restore the state below it).
         self.level_keys = level_keys
         #: The op's ``register_kernel`` kernels: while there is any, always dispatch.
         self.kernels: dict[Any, Any] = {} if kernels is None else kernels
         #: The fold of every level applies: one output, default input wrapping, no depth cap.
         self.plain = self.single_tensor and wrap_inputs is None and max_level is None
+        #: The one-pass rule of the only level (``_only_level``) applies.
+        self.one_pass = self.plain and fast
         #: The batched op has a derived autograd kernel: where it may record, the expanded
         #: unbatched arguments are marked for it (``_mark_unbatched``).
         self.derived_autograd = derived_autograd
@@ -407,7 +421,7 @@ class BatchingRules:
     def op_rule(self, *args: Any, **kwargs: Any) -> Any:
         """Kernel of the op on ``FuncTorchBatched``: the innermost vmap level."""
         level = current_vmap_level()
-        if self.plain and not kwargs and dynamic_layer_depth() == 1:
+        if self.one_pass and not kwargs and dynamic_layer_depth() == 1:
             out = self._only_level(args, level)
             if out is not None:
                 return out
@@ -640,13 +654,35 @@ class BatchingRules:
         return new_args, new_kwargs, inner
 
     def loop_rule(self, *args: Any, **kwargs: Any) -> Any:
-        """Kernel for ops without ``vmap_fn`` whose outputs PyTorch's own per-sample fallback
-        cannot stack (lists of tensors): the same per-sample loop, written here."""
+        """Kernel for ops without ``vmap_fn`` (but those PyTorch's fallback refuses as
+        writing ops): the per-sample loop PyTorch's own fallback runs, written here, which also
+        stacks what that fallback cannot (lists of tensors, plain values) and warns of nothing
+        (torch 2.15's fallback warns of a "performance drop" on every call). As in that
+        fallback, each entry runs below the level, so random ops in the op draw one entry
+        after another whatever vmap's ``randomness``."""
         level = current_vmap_level()
         values, dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
         return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
+
+    def _entries(
+        self,
+        unwrapped: list[tuple[Any, InDim]],
+        kw_unwrapped: dict[str, tuple[Any, InDim]],
+        batch: int,
+    ) -> list[tuple[Any, ...]]:
+        """The op on each batch entry (called below the level): its outputs, as a tuple."""
+        op, single = self.batched_op, len(self.out_dims) == 1
+        results = []
+        for i in range(batch):
+            args_i = [_select(v, d, i) for v, d in unwrapped]
+            if kw_unwrapped:
+                out = op(*args_i, **{k: _select(v, d, i) for k, (v, d) in kw_unwrapped.items()})
+            else:
+                out = op(*args_i)
+            results.append((out,) if single else tuple(out or ()))
+        return results
 
     def _loop(
         self,
@@ -655,24 +691,21 @@ class BatchingRules:
         level: int,
         batch: int,
     ) -> Any:
-        """A per-sample loop over this level, for levels past ``max_vmap_level``."""
+        """A per-sample loop over this level: an op without ``vmap_fn`` (``loop_rule``), or a
+        level past ``max_vmap_level``."""
         self.stats.loop += 1
-        results = []
-        for i in range(batch):
-            args_i = [_select(v, d, i) for v, d in unwrapped]
-            kwargs_i = {k: _select(v, d, i) for k, (v, d) in kw_unwrapped.items()}
-            out = call_one_level_down(self.batched_op, args_i, kwargs_i)
-            results.append((out,) if len(self.out_dims) == 1 else tuple(out or ()))
+        # Every entry's call below the level, under one switch to the level below.
+        results = call_one_level_down(self._entries, (unwrapped, kw_unwrapped, batch), {})
         if not self.out_dims:
             return None
         stacked = []
         for outputs in zip(*results, strict=True):
             first = outputs[0]
             if isinstance(first, torch.Tensor):
-                stacked.append(_add_batch_dim(torch.stack(outputs), 0, level))
+                stacked.append(_add_batch_dim(_stack(outputs), 0, level))
             elif isinstance(first, (list, tuple)):
                 stacked.append(
-                    [_add_batch_dim(torch.stack(ts), 0, level) for ts in zip(*outputs, strict=True)]  # type: ignore[arg-type]
+                    [_add_batch_dim(_stack(ts), 0, level) for ts in zip(*outputs, strict=True)]  # type: ignore[arg-type]
                 )
             else:
                 if any(o != first for o in outputs[1:]):

@@ -25,28 +25,39 @@ from ._op import VmapOp
 from ._options import OpSpec
 from ._private import OpOverload, entry_point, new_op_object, vmap_level_keys
 from ._registrar import Registrar
+from ._versions import speed_paths_allowed
 
 Overload = OpOverload[..., Any]
 
 
 def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
-    """Register every kernel of ``spec`` through ``reg`` and return the op object."""
+    """Register every kernel of ``spec`` through ``reg`` and return the op object.
+
+    On a torch release outside the tested range (``_versions``) the op takes none of the
+    speed paths built on torch internals: its call is the operator's entry point (no direct
+    call), its vmap rule always dispatches (no fold, no twin, no one-level pass) and its
+    Function's graph node runs autograd's own ``apply``."""
+    fast = speed_paths_allowed()
     main, fallbacks = define(spec, reg)
-    batched, rules = add_batching(spec, reg, main)
+    batched, rules = add_batching(spec, reg, main, fast=fast)
     targets = [(spec.opname, main)]
     if batched is not None:
         targets.append((spec.opname + BATCHED_SUFFIX, batched))
     if spec.signature.mutated:
         add_mutation_kernels(spec, reg, targets)
-    record = add_autograd_kernels(spec, reg, targets)
+    record = add_autograd_kernels(spec, reg, targets, fast=fast)
     operators = [(name, entry_point(overload)) for name, overload in targets]
     if rules is not None and rules.nograd_op is not None:
         operators.append((spec.opname + NOGRAD_SUFFIX, rules.nograd_op))
     add_autocast_kernels(spec, reg, operators)
     everywhere = fallbacks.get("cpu") if spec.device_types is None else None
     kernels = DeviceKernels(fallbacks, everywhere)
-    call = direct_call(
-        entry_point(main), spec.signature, kernels, record, autocast=spec.autocast is not None
+    call = (
+        direct_call(
+            entry_point(main), spec.signature, kernels, record, autocast=spec.autocast is not None
+        )
+        if fast
+        else None
     )
     return make_op(spec, reg, main, batched, rules, kernels, call)
 
@@ -69,15 +80,19 @@ def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Registered
 
 
 def add_batching(
-    spec: OpSpec, reg: Registrar, main: Overload
+    spec: OpSpec, reg: Registrar, main: Overload, *, fast: bool = True
 ) -> tuple[Overload | None, BatchingRules | None]:
     """With ``vmap_fn``: the batched op (its kernels and fake) and both vmap rules. Without it,
-    a per-sample loop for the ops that PyTorch's own fallback refuses: those returning a list
-    or a plain value, or taking a list of tensors (``Tensor[]``, ``Tensor?[]``)."""
+    opreg's per-sample loop (``BatchingRules.loop_rule``), what PyTorch's own fallback
+    computes, without its "performance drop" warning on every call (torch 2.15 shows it) and
+    also for the ops that fallback refuses: those returning a list or a plain value, or taking
+    a list of tensors (``Tensor[]``, ``Tensor?[]``). An op that writes to an argument, of the
+    kinds PyTorch's fallback covers, is left to it: it refuses such ops (out=), as before."""
     qualname, opname, n = spec.qualname, spec.opname, spec.num_returns
     if spec.vmap_fn is None:
         signature = spec.signature
-        if not (signature.returns_list or signature.list_args or not all(signature.tensor_returns)):
+        refused = signature.returns_list or signature.list_args or not all(signature.tensor_returns)
+        if signature.mutated and not refused:
             return None, None
         rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.vmap_out_dims)
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
@@ -96,7 +111,9 @@ def add_batching(
     reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
     # One kernel for every device and no version counter to bump: the vmap rule may call it
     # without the dispatcher where nothing else needs it (the short path, see _batching).
+    # (Neither on an untested torch: the speed paths are off there, see ``_versions``.)
     direct = kernel if spec.device_types is None and not spec.signature.mutated else None
+    direct = direct if fast else None
     rules = BatchingRules(
         qualname,
         entry_point(main),
@@ -106,9 +123,10 @@ def add_batching(
         spec.max_vmap_level,
         direct,
         level_keys=vmap_level_keys() if direct is not None else None,
-        nograd_op=add_nograd_twin(spec, reg, kernels),
+        nograd_op=add_nograd_twin(spec, reg, kernels) if fast else None,
         derived_autograd=spec.differentiable,
         autocast=spec.autocast is not None,
+        fast=fast,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
@@ -156,11 +174,12 @@ def add_mutation_kernels(spec: OpSpec, reg: Registrar, targets: list[tuple[str, 
 
 
 def add_autograd_kernels(
-    spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]]
+    spec: OpSpec, reg: Registrar, targets: list[tuple[str, Overload]], *, fast: bool = True
 ) -> DirectRecord | None:
     """The op's autograd kernel (the user's backward and jvp) and the batched op's (derived by
     vmap); a fallthrough for a non-differentiable op. Returns how the direct call records a
-    call of the op (``AutogradKernel.record``; None for a non-differentiable op)."""
+    call of the op (``AutogradKernel.record``; None for a non-differentiable op). ``fast``:
+    the Functions' graph nodes call their backward themselves (a tested torch)."""
     if not spec.differentiable:
         for name, _ in targets:
             reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
@@ -178,6 +197,7 @@ def add_autograd_kernels(
         user_backward=user_backward,
         jvp=spec.jvp,
         user_jvp=True,
+        fast=fast,
     )
     reg.impl(name, autograd.kernel, "Autograd", "autograd", with_keyset=True)
     for name, overload in batched:
@@ -190,7 +210,7 @@ def add_autograd_kernels(
             else derive_batched_jvp(qualname, spec.vmap_out_dims, spec.setup_context, spec.jvp)
         )
         derived = make_autograd_kernel(
-            qualname, overload, signature, setup_b, backward_b, jvp=jvp_b
+            qualname, overload, signature, setup_b, backward_b, jvp=jvp_b, fast=fast
         )
         reg.impl(name, derived.kernel, "Autograd", "derived autograd", with_keyset=True)
     return autograd.record
@@ -225,7 +245,7 @@ def make_op(
         fallback=fn,
         module=getattr(fn, "__module__", None) or "",
         registrations=tuple(reg.done),
-        vmap_stats=rules.stats if rules is not None and batched is not None else VmapStats(),
+        vmap_stats=rules.stats if rules is not None else VmapStats(),
         # The batching rules read the same dict (a device kernel turns their short path off).
         _kernels=rules.kernels if rules is not None else {},
         _device_kernels=kernels,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
@@ -28,6 +29,7 @@ import torch.autograd.forward_ad as _forward_ad
 # ``torch.func.grad``/``jacrev``/``vjp`` work where ``torch.library.register_autograd`` (through
 # ``custom_function_call``) raises. The kernels redispatch below autograd with the guards and
 # keysets of the dispatcher.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: ``torch.library.register_autograd`` composing with ``torch.func``, and
 # public below-autograd redispatch guards.
 from torch._functorch import autograd_function as _autograd_function
@@ -40,6 +42,7 @@ from torch._functorch import eager_transforms as _eager_transforms
 # the operator), whose ``__call__`` is the overload's C++ entry point ``_op`` (no Python frame
 # per call), and whose kernels redispatch through ``_handle``; the sharding rules read the
 # operator's ``_schema``; the name check compares with ``OpOverloadPacket`` attributes.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: exported ``OpOverload``/``OpOverloadPacket`` types, a ``schema`` property,
 # and a supported way to subclass an overload (or a call hook on ``torch.library.custom_op``
 # that costs no Python frame).
@@ -48,6 +51,7 @@ from torch.autograd.function import _SingleLevelFunction
 
 # -- Trees -------------------------------------------------------------------------------------
 # Why: lists of tensors in arguments and outputs are walked and rebuilt.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: ``torch.utils.pytree`` (not importable in torch 2.13).
 from torch.utils._pytree import tree_leaves, tree_map_only
 
@@ -171,6 +175,8 @@ INTERNALS: tuple[str, ...] = (
     "torch.utils._pytree.tree_map_only",
     "torch.distributed.tensor.DTensor._op_dispatcher",
     "torch.distributed.tensor.debug._clear_sharding_prop_cache",
+    "torch.distributed.tensor._sharding_prop.ShardingPropagator.propagate_op_sharding",
+    "torch._C._clear_DTensor_sharding_propagator_cache",
     "torch._C._is_any_autocast_enabled",
     "torch._C._ExcludeDispatchKeyGuard",
     "torch._C._get_privateuse1_backend_name",
@@ -210,6 +216,7 @@ def new_op_object(cls: type[_OP], overload: OpOverload[Any, Any]) -> _OP:
 # a name is taken by an operator opreg did not register, a schema parsed before anything is
 # registered, and destroying a ``torch.library.Library`` fragment (``unregister``,
 # re-registration).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: ``torch.library`` queries for dispatch keys and operators, a public
 # schema parser, and ``Library.destroy()``.
 
@@ -274,6 +281,7 @@ _IMPL_ALLOWS_OVERRIDE = _impl_allows_override()
 # wrappers (``ExcludeDispatchKeyGuard``) and ``torch.library.register_autocast`` do; the key
 # exists only for some device types; and the direct call must send a call of such an op to the
 # dispatcher while any autocast region is active (one C call, no Python frame).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: ``torch.library.register_autocast`` with the autocast dtype as its cast
 # target (it takes a fixed dtype per device type), a public "is any autocast enabled" query.
 
@@ -309,6 +317,7 @@ def excluding_dispatch_key(key: str) -> Callable[[], contextlib.AbstractContextM
 # level's batched tensors and send the batched call one level down; ``torch.library.register_vmap``
 # does the same through these functions, but with one Python rule per level (opreg folds every
 # level into one ``vmap_fn`` call) and without ``max_vmap_level``.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: a ``torch.library`` batching-rule API for nested levels.
 
 _tls_set_vmap_excluded: Callable[[bool], None] = _functorch.tls_set_vmap_excluded  # type: ignore[attr-defined]
@@ -339,6 +348,7 @@ def call_one_level_down(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any
 # Why: ``vmap_wrap_inputs`` is told the ``randomness`` of the vmap level it handles, which
 # only functorch's interpreter of that level (top of its stack, a ``CVmapInterpreterPtr``)
 # holds, as a ``RandomnessType``.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: the ``info.randomness`` that ``torch.library.register_vmap`` passes its
 # rule (opreg's batching kernels are no such rules: see the vmap section above).
 _RANDOMNESS_NAMES = {
@@ -367,6 +377,9 @@ def vmap_randomness() -> str:
 # operator, the real path). The preconditions of both short paths (this fold, and the batched
 # op's twin without an autograd kernel at the last level, which needs no internal of its own)
 # read the depth of functorch's level stack, the mode stacks and jit tracing.
+# A speed path: taken only on a torch release CI tests (``_versions``); otherwise the op takes
+# the dispatcher's route, with the same results.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: a ``torch.library`` batching-rule API for nested levels with a
 # "call below every level" helper (``torch._functorch.pyfunctorch``'s ``interpreter.lower()``
 # is the Python counterpart for higher-order operators, but it leaves the dispatch state alone,
@@ -511,6 +524,9 @@ def call_below_vmap_levels(
 # device type: no subclass, view bit, sparse or nested layout, batched or functional wrapper),
 # whether functorch transforms or the profiler are active, and whether autograd is excluded
 # below an outer kernel.
+# A speed path: taken only on a torch release CI tests (``_versions``); otherwise the op takes
+# the dispatcher's route, with the same results.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: a ``torch.library`` fast path for Python kernels (one crossing into Python
 # per call, as ``torch.autograd.Function.apply`` has), or public queries for these states.
 
@@ -524,7 +540,9 @@ profiler_enabled: Callable[[], bool] = functools.partial(
     getattr, torch.autograd.profiler, "_is_profiler_enabled"
 )
 #: ``torch.compiler.is_compiling()`` without its two Python frames: the flag it returns, set
-#: while Dynamo compiles and while ``torch.export`` traces.
+#: while ``torch.export`` traces (non-strict export runs the op object's call) and, on torch
+#: 2.13 to 2.15 (not 2.11), in code Dynamo traces (which puts the op object into its graph
+#: without running its call).
 compiling: Callable[[], bool] = functools.partial(getattr, torch.compiler, "_is_compiling_flag")
 #: Whether autograd is excluded from dispatch here (below an outer kernel's autograd, or in
 #: inference mode): the dispatcher would not run an op's ``Autograd`` kernel. (A partial: no
@@ -563,9 +581,10 @@ _COMPILED_AUTOGRAD: dict[str, Any] = {
 }
 
 
-def function_class(name: str, methods: dict[str, Any]) -> Any:
+def function_class(name: str, methods: dict[str, Any], *, node_calls_backward: bool) -> Any:
     """A single-level autograd Function class with ``methods`` (staticmethods), whose graph
-    node calls the class's ``backward`` itself.
+    node calls the class's ``backward`` itself (``node_calls_backward``; a speed path, taken
+    on a tested torch only: otherwise autograd's ``BackwardCFunction.apply`` calls it).
 
     The engine calls ``apply`` on the node (``PyNode::apply``), which ``BackwardCFunction``
     defines in Python: it looks the user's function up (``_get_user_fn``, for ``vjp``) and
@@ -573,20 +592,23 @@ def function_class(name: str, methods: dict[str, Any]) -> Any:
     on autograd's device thread). opreg's Functions define no ``vjp`` and no
     ``boxed_grads_call``, so the node's ``apply`` is their ``backward``; ``set_backward``
     keeps the two the same. (Compiled autograd calls ``_forward_cls.backward``, the same
-    function.)
+    function.) Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
     Public replacement: an autograd Function whose node calls ``backward`` without a Python
     trampoline.
     """
-    function = type(name, (_SingleLevelFunction,), {**methods, **_COMPILED_AUTOGRAD})
-    set_backward(function, methods["backward"].__func__)
+    function: Any = type(name, (_SingleLevelFunction,), {**methods, **_COMPILED_AUTOGRAD})
+    if node_calls_backward:
+        function._backward_cls.apply = methods["backward"].__func__
     return function
 
 
 def set_backward(function: Any, backward: Callable[..., Any]) -> None:
     """Make ``backward`` the backward of a :func:`function_class` class and of its nodes
-    (recorded already or later: the node's class is looked up on each call)."""
+    (recorded already or later: the node's class is looked up on each call, and
+    ``BackwardCFunction.apply`` looks up the class's ``backward`` on each call)."""
     function.backward = staticmethod(backward)
-    function._backward_cls.apply = backward
+    if "apply" in vars(function._backward_cls):  # the node calls backward itself
+        function._backward_cls.apply = backward
 
 
 enable_single_level_autograd_function: Callable[[], Any] = (
@@ -686,6 +708,7 @@ def below_autograd(
 # the jvp level's dispatch, where functorch cannot start a transform: opreg runs it one level
 # down (popping the level, as functorch does); with dual tensors a ``torch.func.jvp`` in the
 # rule shares the open dual level through ``torch.func``'s own nesting count (``JVP_NESTING``).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: a ``torch.autograd.Function`` jvp contract that composes with nested
 # ``torch.func`` forward-mode levels (and with ``torch.func`` transforms inside the rule).
 
@@ -849,6 +872,7 @@ def _dispatch_state_below() -> tuple[Any, Any]:
 # (``torch._library.utils.check_aliasing_constraint``), the storage object's ``_cdata``: a new
 # Python storage object is made per ``untyped_storage()`` call, and ``data_ptr`` cannot tell
 # two empty storages apart.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
 # Public replacement: a public storage identity (or ``torch.library``'s aliasing check).
 
 
@@ -864,6 +888,12 @@ def storage_id(t: torch.Tensor) -> int | None:
 # -- DTensor sharding -----------------------------------------------------------------------------
 # Why: a re-registered op name gets new operators; DTensor's sharding propagator keeps the
 # strategies and cached decisions of the destroyed ones, which must not answer for the new.
+# Its caches: the propagator's Python LRU cache (``propagate_op_sharding``) and the C++ fast
+# path's cache (``torch._C._clear_DTensor_sharding_propagator_cache``), both cleared by the
+# debugging helper ``debug._clear_sharding_prop_cache``; a torch without that helper (2.9)
+# has them cleared one by one. Checked on torch 2.11, 2.13, 2.14, 2.15
+# (``tests/core/test_internals_contract.py``: a cached decision is gone after the clear, through
+# the helper and through the fallback).
 # Public replacement: an unregister counterpart of
 # ``torch.distributed.tensor.experimental.register_sharding`` that clears its caches.
 
@@ -878,10 +908,28 @@ def forget_sharding_strategies(dtensor: Any, overloads: Iterable[OpOverload[Any,
 
 def clear_sharding_caches() -> None:
     """DTensor caches sharding decisions per operator and inputs; a new rule must not meet an
-    old decision. Best effort: the cache helpers are debugging APIs."""
+    old decision. Through DTensor's debugging helper where torch has it, else each cache (the
+    propagator's Python LRU cache, the C++ fast path's) directly; a torch whose caches are
+    neither gets a warning, not a silent stale cache."""
     try:
-        from torch.distributed.tensor import debug
-
-        debug._clear_sharding_prop_cache()  # type: ignore[no-untyped-call]
-    except (ImportError, AttributeError, RuntimeError):
-        pass
+        from torch.distributed.tensor import DTensor, debug
+    except ImportError:  # no torch.distributed: no sharding cache either
+        return
+    helper = getattr(debug, "_clear_sharding_prop_cache", None)
+    if helper is not None:
+        helper()
+        return
+    try:
+        propagator: Any = DTensor._op_dispatcher.sharding_propagator
+        propagator.propagate_op_sharding.cache_clear()
+        fast_path = getattr(torch._C, "_clear_DTensor_sharding_propagator_cache", None)
+        if fast_path is not None:
+            fast_path()
+    except (AttributeError, RuntimeError) as exc:
+        warnings.warn(
+            f"opreg: DTensor's sharding cache could not be cleared on torch {torch.__version__} "
+            f"({type(exc).__name__}: {exc}): a re-registered op may meet the sharding decisions "
+            "cached for the op it replaced",
+            RuntimeWarning,
+            stacklevel=2,
+        )

@@ -14,10 +14,13 @@ Which types an op may take and return (checked once, at registration, by
   ``Scalar`` that ``torch.library.infer_schema`` accepts; several of them as a tuple.
 
 Refused: ``Tensor[]?`` (PyTorch's dispatcher does not look into it when it picks a kernel: a
-vmap batching only that argument crashes in functorch; ``Tensor[]`` or ``Tensor?[]`` say the
-same), ``Generator`` (``torch.compile`` cannot pass one to an operator: take a seed),
-``Any``, ``Storage``, ``Stream``, ``QScheme``, ``Dimname`` and nested lists of tensors (no op
-author's type: opreg's vmap, autograd and tests cannot give them a meaning), an alias
+vmap batching only that argument crashes in functorch, torch 2.11 to 2.15 alike; ``Tensor[]``
+or ``Tensor?[]`` say the same), with one message on every torch, whether the type comes from
+a schema or from the annotation ``list[Tensor] | None`` (which ``torch.library.infer_schema``
+accepts from torch 2.15 on and refuses before), ``Generator`` (``torch.compile`` cannot pass
+one to an operator: take a seed), ``Any``, ``Storage``, ``Stream``, ``QScheme``, ``Dimname``
+and nested lists of tensors (no op author's type: opreg's vmap, autograd and tests cannot give
+them a meaning), an alias
 annotation other than a mutation (``Tensor(a) x``, ``-> Tensor(a)``: an opreg op returns new
 tensors, never a view of an input), and returns that vmap cannot stack or autograd cannot
 track (``Tensor?``, ``Tensor?[]``, lists of plain values, ``ScalarType``, ...).
@@ -25,7 +28,11 @@ track (``Tensor?``, ``Tensor?[]``, lists of plain values, ``ScalarType``, ...).
 
 from __future__ import annotations
 
+import collections.abc
+import inspect
 import re
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,14 +108,103 @@ def infer_schema(
                 f"opreg: {op_name}: schema must be a string, got {type(schema).__name__}"
             )
         return schema
+    _refuse_optional_tensor_lists(op_name, fn)
+    hint = "(annotate every parameter and the return with supported types, or pass schema=...)"
     try:
         return torch.library.infer_schema(fn, mutates_args=tuple(mutates_args))
     except (ValueError, TypeError) as exc:
         raise type(exc)(
             f"opreg: {op_name}: cannot build a schema from the annotations of "
-            f"{getattr(fn, '__qualname__', fn)!r}: {exc} "
-            "(annotate every parameter and the return with supported types, or pass schema=...)"
+            f"{getattr(fn, '__qualname__', fn)!r}: {exc} {hint}"
         ) from exc
+    except Exception as exc:
+        # torch's own failure on an annotation it does not expect (torch 2.9's infer_schema
+        # raises AttributeError on some unions): opreg's message, naming the argument.
+        where = _failing_annotation(fn, type(exc))
+        raise ValueError(
+            f"opreg: {op_name}: cannot build a schema from the annotations of "
+            f"{getattr(fn, '__qualname__', fn)!r}: torch.library.infer_schema failed on "
+            f"{where} ({type(exc).__name__}: {exc}) {hint}"
+        ) from exc
+
+
+def optional_tensor_list_error(qualname: str, name: str) -> ValueError:
+    """The refusal of a ``Tensor[]?`` argument (see the module docstring), on every torch."""
+    return ValueError(
+        f"opreg: {qualname}: argument '{name}' has type Tensor[]? (list[Tensor] | None), which "
+        "opreg does not support: PyTorch's dispatcher does not look at the tensors in a "
+        "Tensor[]? when it picks a kernel (vmap, autograd and tensor subclasses that only that "
+        "argument brings are missed; a vmap batching only it crashes); take list[Tensor] "
+        "(Tensor[]) and pass an empty list for none, or list[Tensor | None] (Tensor?[])"
+    )
+
+
+def _refuse_optional_tensor_lists(op_name: str, fn: Callable[..., Any]) -> None:
+    """Refuse a parameter annotated ``list[Tensor] | None`` (or ``Optional[Sequence[Tensor]]``)
+    before ``torch.library.infer_schema`` reads it: torch 2.15 turns it into ``Tensor[]?``,
+    earlier releases refuse it with their own message; opreg says the same on each."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return  # infer_schema says what is wrong
+    scope = getattr(fn, "__globals__", {})
+    for param in parameters:
+        if _is_optional_tensor_list(param.annotation, scope):
+            raise optional_tensor_list_error(op_name, param.name)
+
+
+def _is_optional_tensor_list(annotation: Any, scope: dict[str, Any]) -> bool:
+    """Whether an annotation is an optional list (or sequence) of tensors. A string (``from
+    __future__ import annotations``) is evaluated in the function's module, as
+    ``torch.library.infer_schema`` evaluates it."""
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, scope)  # (as infer_schema evaluates it)
+        except Exception:
+            return False  # infer_schema says what is wrong
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return False
+    members = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(members) == len(typing.get_args(annotation)) or len(members) != 1:
+        return False  # no None among them, or a union of more than one list type
+    (member,) = members
+    return typing.get_origin(member) in (list, collections.abc.Sequence) and typing.get_args(
+        member
+    ) == (torch.Tensor,)
+
+
+def _failing_annotation(fn: Callable[..., Any], error: type[BaseException]) -> str:
+    """What ``torch.library.infer_schema`` fails on with ``error``: "argument 'x'" or "the
+    return annotation", found by giving it each alone (on a function of ``fn``'s module);
+    "the function itself" where none alone fails so (``fn`` is no plain function, e.g. a
+    ``functools.partial``, whose module torch cannot find)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "the function itself"
+
+    def probe(params: list[inspect.Parameter], returns: Any) -> bool:
+        def stub(*args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        # The function's module is where infer_schema evaluates string annotations.
+        scope = getattr(fn, "__globals__", None)
+        function = stub if scope is None else types.FunctionType(stub.__code__, scope)
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=params, return_annotation=returns
+        )
+        try:
+            torch.library.infer_schema(function, mutates_args=())
+        except Exception as exc:
+            return not isinstance(exc, error)  # another failure is not the one reported
+        return True
+
+    for param in signature.parameters.values():
+        if not probe([param], torch.Tensor):
+            return f"argument '{param.name}'"
+    if not probe([], signature.return_annotation):
+        return "the return annotation"
+    return "the function itself"
 
 
 #: The argument types that hold tensors (as ``str(argument.real_type)``).
@@ -178,13 +274,7 @@ def _check_argument(qualname: str, arg: Any) -> None:
     if type_name in TENSOR_TYPES or _plain(type_name):
         return
     if type_name == "Optional[List[Tensor]]":
-        raise ValueError(
-            f"opreg: {qualname}: argument '{arg.name}' has type Tensor[]?, which opreg does "
-            "not support: PyTorch's dispatcher does not look at the tensors in a Tensor[]? "
-            "when it picks a kernel (vmap, autograd and tensor subclasses that only that "
-            "argument brings are missed; a vmap batching only it crashes); declare it "
-            "Tensor[] (an empty list for none) or Tensor?[]"
-        )
+        raise optional_tensor_list_error(qualname, arg.name)
     base = type_name
     while (match := _WRAPPED.match(base)) is not None:
         base = match.group(1)
