@@ -67,6 +67,9 @@ INTERNAL_ATTRIBUTES: dict[str, str] = {
     "profile_scratch_size": "triton CudaLauncher",
     "launch_cooperative_grid": "triton CudaLauncher",
     "launch_pdl": "triton CudaLauncher",
+    "arg_annotations": "triton CudaLauncher (3.8+ layout)",
+    "kernel_signature": "triton CudaLauncher (3.8+ layout)",
+    "gsan_enabled": "triton CudaLauncher (3.8+ layout)",
     "calls": "triton HookChain",
     "default": "triton DriverConfig",
     "set_active": "triton DriverConfig",
@@ -76,6 +79,7 @@ INTERNAL_ATTRIBUTES: dict[str, str] = {
     "raw_repr": "torch DispatchKeySet",
     "from_raw_repr": "torch DispatchKeySet",
     "from_tensor": "torch FakeTensorMode",
+    "propagate_op_sharding": "torch ShardingPropagator",
 }
 #: Of those, data attributes whose names dicts also carry as methods: a read is a violation,
 #: a call (a dict's ``.keys()``/``.values()``) is not.

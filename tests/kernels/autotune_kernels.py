@@ -17,9 +17,10 @@ def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, BUG: tl.constexpr = 0):
     """out = 2 * x. BUG=1: out = 2 * x + 1; BUG=2: the last block is not written."""
     pid = tl.program_id(0)
     offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    if BUG == 2:
-        mask = mask & (pid < tl.num_programs(0) - 1)
+    limit = n
+    if BUG == 2:  # a bound that stops short of the last block (a block-wide mask of bools)
+        limit = tl.minimum(n, (tl.num_programs(0) - 1) * BLOCK)
+    mask = offsets < limit
     value = 2 * tl.load(x_ptr + offsets, mask=mask)
     if BUG == 1:
         value = value + 1

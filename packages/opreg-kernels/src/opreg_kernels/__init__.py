@@ -10,8 +10,10 @@ Layout: ``_register`` (the decorator), ``_kernel_info`` (an op's Triton kernels)
 ``_dispatch_kernel`` (the kernel the dispatcher calls: device guard, error wrapping),
 ``_compiled_launch`` (launching a compiled kernel cheaply: ``fast_launch`` keyed by Triton's
 own specialisation, and the shipped ops' hand-keyed launches), ``_availability`` (whether
-Triton runs, and on which device types), ``_private`` (every torch/Triton internal used), and
-per shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
+Triton runs, and on which device types), ``_versions`` (the tested Triton releases and their
+launcher layouts; ``fast_paths()`` says which fast paths this process takes), ``_private``
+(every torch/Triton internal used), and per shipped op ``ops/<op>/``: its registration, its
+PyTorch reference and its Triton kernels.
 """
 
 from ._availability import (
@@ -22,10 +24,11 @@ from ._availability import (
     triton_supports_device,
     unregister_triton_device_type,
 )
-from ._compiled_launch import FastKernel, fast_launch
+from ._compiled_launch import FastKernel, fast_launch, fast_paths
 from ._errors import TritonKernelError
 from ._kernel_info import TritonKernelInfo, triton_kernel_info
 from ._register import TritonOpOptions, register_triton_op
+from ._versions import TESTED_TRITON
 from .ops.fused_add import fused_add
 from .ops.philox import philox_normal, philox_normal_exact, philox_uniform
 
@@ -33,12 +36,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DISABLE_ENV_VAR",
+    "TESTED_TRITON",
     "FastKernel",
     "TritonKernelError",
     "TritonKernelInfo",
     "TritonOpOptions",
     "__version__",
     "fast_launch",
+    "fast_paths",
     "fused_add",
     "has_triton",
     "philox_normal",

@@ -38,21 +38,33 @@ Whether kernels run in Triton's interpreter is asked once per kernel, when its l
 built (:func:`~opreg_kernels._availability.triton_interpreted`): ``@triton.jit`` decides
 between a compiled and an interpreted function when the kernel module is imported, and the
 answer cannot change for that kernel afterwards.
+
+Both classes take their fast path only on a Triton release inside
+:data:`~opreg_kernels._versions.TESTED_TRITON` (asked when each is built); on any other
+release every launch is Triton's own ``kernel[grid](...)``. Where the fast path is taken, the
+compiled kernel is launched through its C launcher directly on the releases whose launcher
+layout was tested (``_versions.LAUNCHER_LAYOUTS``), else through its ``run``.
+:func:`fast_paths` says which of these this process takes, and why.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import torch
 
-from ._availability import triton_interpreted
+from opreg_core import FastPath
+
+from ._availability import DISABLE_ENV_VAR, _disabled_by_env, has_triton, triton_interpreted
 from ._private import (
     autotuner_config,
     compiled_kernel_launcher,
     cuda_current_device,
+    cuda_launch_layout,
+    cuda_launcher_shape,
     cuda_raw_stream,
     heuristics_options,
     launch_hooks_idle,
@@ -60,8 +72,16 @@ from ._private import (
     triton_binder,
     triton_kernel_layers,
 )
+from ._versions import (
+    LAUNCHER_LAYOUTS,
+    tested_layouts_text,
+    tested_text,
+    triton_release,
+    triton_tested,
+    triton_version,
+)
 
-__all__ = ["FastKernel", "FastLaunch", "fast_launch", "int_spec"]
+__all__ = ["FastKernel", "FastLaunch", "fast_launch", "fast_paths", "int_spec"]
 
 _Grid = Sequence[int] | Callable[[dict[str, Any]], Sequence[int]]
 _TENSOR = torch.Tensor
@@ -76,6 +96,86 @@ def _no_cuda(*args: Any) -> int:  # pragma: no cover - never called: the fast pa
 _current_device: Callable[[], int] = cuda_current_device or _no_cuda
 _raw_stream: Callable[[int], int] = cuda_raw_stream or _no_cuda
 _HAS_CUDA = cuda_current_device is not None and cuda_raw_stream is not None
+
+
+# -- which fast paths this process takes ----------------------------------------------------
+
+_LAUNCH_PATH = "fast CUDA launch"
+_BINDER_PATH = "fast_launch binder"
+
+
+def _unused(ask_device: bool = False) -> str | None:
+    """Why no compiled kernel is launched on CUDA in this process (None: they are), with
+    Triton imported; ``ask_device``: whether a CUDA device is present counts too."""
+    if not _HAS_CUDA:
+        return "this torch build has no CUDA"
+    if triton_interpreted():
+        return "Triton's interpreter runs the kernels"
+    if ask_device and not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+def _cached_launches() -> bool:
+    """Whether :class:`FastKernel` and :class:`FastLaunch` take their fast path: a tested
+    Triton release, CUDA, compiled kernels (asked when each is built)."""
+    return _unused() is None and triton_tested()
+
+
+def _no_triton() -> str:
+    """Why Triton does not run here (``has_triton()`` is False)."""
+    if importlib.util.find_spec("triton") is None:
+        return "Triton not installed"
+    if _disabled_by_env():
+        return f"Triton disabled by {DISABLE_ENV_VAR}"
+    return "Triton failed to import"
+
+
+def _no_layout() -> str:
+    """Why the C launcher is not called directly although the release is tested."""
+    found = triton_release()
+    expected = None if found is None else LAUNCHER_LAYOUTS.get(found)
+    if expected is None:
+        return f"no tested launcher layout (tested: {tested_layouts_text()})"
+    shape = cuda_launcher_shape()
+    if shape is None:
+        return "no NVIDIA backend"
+    return f"its CudaLauncher lacks the {expected} layout's shape ({shape})"
+
+
+def fast_paths() -> tuple[FastPath, ...]:
+    """Which of opreg-kernels' fast launch paths this process takes with its Triton, and why.
+
+    ``"fast CUDA launch"``: a compiled kernel's C launcher called directly, in the launcher
+    layout of a tested Triton release (else the compiled kernel's ``run``, or, on an untested
+    release, Triton's own ``kernel[grid](...)``); ``"fast_launch binder"``: ``fast_launch``'s
+    kernels keyed by Triton's own specialisation (else Triton's own launch). Imports Triton.
+    """
+    if not has_triton():
+        why = _no_triton()
+        return FastPath(_LAUNCH_PATH, False, why), FastPath(_BINDER_PATH, False, why)
+    version = triton_version()
+    if not triton_tested():
+        why = f"Triton {version} is untested (tested: {tested_text()}): Triton's own launch"
+        return FastPath(_LAUNCH_PATH, False, why), FastPath(_BINDER_PATH, False, why)
+    unused = _unused(ask_device=True)
+    layout = cuda_launch_layout()
+    if layout is None:
+        tail = f"; {unused}" if unused else ": CompiledKernel.run"
+        launch = FastPath(_LAUNCH_PATH, False, f"Triton {version}: {_no_layout()}{tail}")
+    elif unused:
+        launch = FastPath(
+            _LAUNCH_PATH, False, f"Triton {version}: the {layout} launcher layout, unused: {unused}"
+        )
+    else:
+        launch = FastPath(_LAUNCH_PATH, True, f"Triton {version}: the {layout} launcher layout")
+    if unused:
+        binder = FastPath(_BINDER_PATH, False, f"Triton {version}: {unused}: Triton's own launch")
+    else:
+        binder = FastPath(
+            _BINDER_PATH, True, f"Triton {version}: Triton's own specialisation (its binder)"
+        )
+    return launch, binder
 
 
 # -- the shipped ops' launches: a key computed by hand --------------------------------------
@@ -101,7 +201,7 @@ class FastLaunch:
         self._cache: dict[Any, Callable[..., None]] = {}
         self._runtime = knobs.runtime
         # Asked now, when the kernel module is imported: @triton.jit has just decided.
-        self._enabled = _HAS_CUDA and not triton_interpreted()
+        self._enabled = _cached_launches()
 
     def __call__(
         self, key: Any, grid: int, device: int, args: tuple[Any, ...], num_warps: int,
@@ -164,8 +264,9 @@ class FastKernel:
         self._cache: dict[Any, tuple[Callable[..., None], Any]] = {}
         self._config_kwargs: dict[Any, dict[str, Any]] = {}
         self.fast_calls = 0
-        # The interpreter replaces @triton.jit functions by interpreted ones: Triton's path.
-        self._enabled = compiled and _HAS_CUDA and not triton_interpreted()
+        # The interpreter replaces @triton.jit functions by interpreted ones, and an untested
+        # Triton release may bind or launch differently: Triton's path.
+        self._enabled = compiled and _cached_launches()
 
     def __getitem__(self, grid: _Grid) -> Callable[..., Any]:
         """``fast[grid]``: a function that launches the kernel on ``grid`` with its arguments."""

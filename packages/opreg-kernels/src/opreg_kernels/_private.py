@@ -12,18 +12,26 @@ the runtime knobs); :data:`INTERNALS` is data (the test imports Triton to check 
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ._versions import LAUNCHER_LAYOUTS, triton_release
+
 __all__ = [
     "INTERNALS",
+    "LAYOUT_INTERNALS",
+    "UNKNOWN_SHAPE",
     "autotune_benchmark_call",
     "autotuner_base_fn",
     "autotuner_config",
     "compiled_kernel_launcher",
     "cuda_current_device",
+    "cuda_launch_layout",
+    "cuda_launcher_shape",
     "cuda_raw_stream",
     "cuda_set_device",
     "decomposable_types",
@@ -33,6 +41,7 @@ __all__ = [
     "functorch_wrapped",
     "heuristics_options",
     "launch_hooks_idle",
+    "launcher_shape",
     "lend_triton_driver",
     "set_autotuner_best_config",
     "triton_benchmarker",
@@ -67,6 +76,8 @@ _TRITON_INTERNALS = (
     "triton.runtime.Heuristics",
     "triton.runtime.JITFunction",
     "triton.runtime.KernelInterface",
+    "triton.backends.nvidia.driver.CudaLauncher.__call__",
+    "triton.backends.nvidia.driver.CudaLauncher.__init__",
     "triton.backends.nvidia.driver.CudaLauncher.launch",
     "triton.backends.nvidia.driver.CudaLauncher.global_scratch_size",
     "triton.backends.nvidia.driver.CudaLauncher.profile_scratch_size",
@@ -96,10 +107,31 @@ _COMPILER_VISIBLE_INTERNALS = (
     "torch.export._trace.custom_triton_ops_decomposition_disabled",
     "torch.library.Library._destroy",
 )
-#: Dotted names of every internal used here.
+#: Dotted names of every internal used here (those of one launcher layout only: below).
 INTERNALS: tuple[str, ...] = (
     _CUDA_INTERNALS + _TRITON_INTERNALS + _COMPILER_VISIBLE_INTERNALS + _FUNCTORCH_INTERNALS
 )
+
+#: ``CudaLauncher.__call__``'s parameters after ``self`` in each tested launcher layout
+#: (``_versions.LAUNCHER_LAYOUTS`` says which Triton release has which).
+_CALL_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "3.6": ("gridX", "gridY", "gridZ", "stream", "function", "*args"),
+    "3.8+": (
+        "gridX", "gridY", "gridZ", "stream", "function", "kernel_metadata", "launch_metadata",
+        "launch_enter_hook", "launch_exit_hook", "*args",
+    ),
+}  # fmt: skip
+#: The ``CudaLauncher`` attributes (set by its ``__init__``) that only one layout has.
+_LAYOUT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "3.6": (),
+    "3.8+": ("arg_annotations", "kernel_signature", "gsan_enabled"),
+}
+#: Internals that only one launcher layout has, by layout: they resolve only on the Triton
+#: releases of that layout (``tests/kernels/test_internals_contract.py`` checks the one in use).
+LAYOUT_INTERNALS: dict[str, tuple[str, ...]] = {
+    layout: tuple(f"triton.backends.nvidia.driver.CudaLauncher.{name}" for name in names)
+    for layout, names in _LAYOUT_ATTRIBUTES.items()
+}
 
 # -- torch: the current CUDA device and stream ---------------------------------------------
 # Why: the dispatcher kernel switches to the tensors' device around each launch, and the fast
@@ -108,7 +140,8 @@ INTERNALS: tuple[str, ...] = (
 # lazy initialisation and build a Stream object on every call: about a third of a microsecond
 # more per launch. Public replacement: those functions, should they become as cheap.
 # None in torch builds without CUDA (callers then use torch.get_device_module's functions, or
-# Triton's own launch path).
+# Triton's own launch path). Checked on torch 2.11, 2.13, 2.14, 2.15 (present in each CUDA
+# build; their behaviour is tested on a CUDA device only).
 
 #: ``torch.cuda.current_device()`` without its per-call checks (None without CUDA support).
 cuda_current_device: Callable[[], int] | None = getattr(torch._C, "_cuda_getDevice", None)
@@ -124,22 +157,26 @@ cuda_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getCurre
 # launch keeps the compiled kernel per key and calls its launcher directly, with the argument
 # order of Triton's own ``CompiledKernel.__getitem__``: grid x/y/z, stream, function handle,
 # packed metadata, launch metadata, enter hook, exit hook, then the kernel's arguments.
-# Public replacement: none in Triton 3.6 (``CompiledKernel[grid](*args)`` still looks up the
-# device, stream and launch metadata per call); a public "launch this compiled kernel" API.
+# Checked on Triton 3.6, 3.8, 3.9 (the same order in each); the callers take this path only on
+# a Triton inside ``_versions.TESTED_TRITON``. Public replacement: none up to Triton 3.9
+# (``CompiledKernel[grid](*args)`` still looks up the device, stream and launch metadata per
+# call); a public "launch this compiled kernel" API.
 
 
 def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
     """``launch(grid_x, grid_y, grid_z, stream, *args)`` of a compiled kernel (what
     ``kernel[grid](...)`` returned); ``args``: every argument in signature order.
 
+    The C launcher is called directly where :func:`cuda_launch_layout` knows its layout (and
+    the kernel needs no scratch memory), else the compiled kernel's ``run``.
     Raises AttributeError if this Triton's compiled kernel lacks the launch interface.
     """
     run = compiled.run
     function = compiled.function
     packed = compiled.packed_metadata
-    direct = _direct_cuda_launch(run)
+    direct = _direct_cuda_launch(run, function, packed)
     if direct is not None:
-        return _bind_direct(direct, function, packed)
+        return direct
 
     def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
         run(grid_x, grid_y, grid_z, stream, function, packed, None, None, None, *args)
@@ -148,37 +185,101 @@ def compiled_kernel_launcher(compiled: Any) -> Callable[..., None]:
 
 
 # Why: on NVIDIA GPUs ``CompiledKernel.run`` is a ``CudaLauncher`` whose ``__call__`` (Python)
-# allocates scratch memory when the kernel needs some, then calls the compiled C launcher with
-# the launch attributes it stored (cooperative grid, PDL) and the scratch pointers: about 2 us
-# of host time per launch, mostly building a closure. For a kernel without scratch memory the
-# C launcher is called directly with the same arguments ``__call__`` passes (Triton 3.6:
-# grid x/y/z, stream, function, cooperative, pdl, global scratch, profile scratch, then
-# packed metadata, launch metadata, enter hook, exit hook and the kernel's arguments).
+# allocates scratch memory when the kernel needs some, then calls the C launcher with the
+# launch attributes it stored (cooperative grid, PDL) and the scratch pointers: about 2 us of
+# host time per launch, mostly building a closure. For a kernel without scratch memory the C
+# launcher is called directly with what ``__call__`` passes it, in the layout of the running
+# Triton release (read from each release's ``CudaLauncher.__call__``):
+#
+# - "3.6" (Triton 3.6): grid x/y/z, stream, function, cooperative, pdl, global scratch,
+#   profile scratch, then packed metadata, launch metadata, enter hook, exit hook and the
+#   kernel's arguments, spread out;
+# - "3.8+" (Triton 3.8, 3.9): grid x/y/z, stream, function, cooperative, pdl, packed
+#   metadata, launch metadata, enter hook, exit hook, global scratch, profile scratch,
+#   ``arg_annotations``, ``kernel_signature`` and the kernel's arguments as one tuple (a
+#   launcher with GSan instrumentation, ``gsan_enabled``, adds arguments of its own: ``run``).
+#
+# The layout is taken only where both say so: the Triton release (``_versions.
+# LAUNCHER_LAYOUTS``) and the shape of its ``CudaLauncher`` (``__call__``'s parameters, the
+# attributes ``__init__`` sets), checked once; any other release (3.7, 3.10, ...) or shape
+# launches through ``run``. ``tests/kernels/test_internals_contract.py`` compares what the
+# direct call passes with what ``CudaLauncher.__call__`` passes, on a stand-in C launcher.
 # Public replacement: none (a public "launch this compiled kernel" API).
 
+#: :func:`cuda_launcher_shape`'s answer for a ``CudaLauncher`` of no tested layout.
+UNKNOWN_SHAPE = "unknown"
 
-def _direct_cuda_launch(run: Any) -> tuple[Callable[..., None], bool, bool] | None:
-    """``(C launcher, cooperative, pdl)`` of a CUDA launcher without scratch memory, or None
-    (other backends, kernels that need scratch memory, other Triton versions)."""
+
+def launcher_shape(launcher_class: type) -> str | None:
+    """The tested layout whose shape ``launcher_class`` (a ``CudaLauncher``) has, or None:
+    its ``__call__``'s parameters, and which layout-only attributes its ``__init__`` sets."""
+    try:
+        parameters = inspect.signature(launcher_class.__call__).parameters.values()
+        sets = frozenset(vars(launcher_class)["__init__"].__code__.co_names)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    names = tuple(("*" if p.kind is p.VAR_POSITIONAL else "") + p.name for p in parameters)
+    every = {name for own in _LAYOUT_ATTRIBUTES.values() for name in own}
+    for layout, expected in _CALL_PARAMETERS.items():
+        own = frozenset(_LAYOUT_ATTRIBUTES[layout])
+        if names[1:] == expected and own <= sets and not (every - own) & sets:
+            return layout
+    return None
+
+
+def cuda_launcher_shape() -> str | None:
+    """The layout the running Triton's ``CudaLauncher`` has the shape of (:data:`UNKNOWN_SHAPE`
+    if none), or None without an NVIDIA backend. Imports Triton."""
     try:
         from triton.backends.nvidia.driver import CudaLauncher
     except Exception:  # no NVIDIA backend in this Triton
         return None
+    return launcher_shape(CudaLauncher) or UNKNOWN_SHAPE
+
+
+@functools.cache
+def cuda_launch_layout() -> str | None:
+    """The layout in which the C launcher is called directly, or None (``run`` launches): the
+    running Triton release's tested layout, where its ``CudaLauncher`` has that shape.
+    Decided once per process (imports Triton)."""
+    found = triton_release()
+    expected = None if found is None else LAUNCHER_LAYOUTS.get(found)
+    if expected is None or cuda_launcher_shape() != expected:
+        return None
+    return expected
+
+
+def _direct_cuda_launch(run: Any, function: Any, packed: Any) -> Callable[..., None] | None:
+    """The direct launch of a ``CudaLauncher`` without scratch memory, in the layout of
+    :func:`cuda_launch_layout`, or None (no tested layout, other backends, kernels that need
+    scratch memory or instrumentation)."""
+    layout = cuda_launch_layout()
+    if layout is None:
+        return None
+    from triton.backends.nvidia.driver import CudaLauncher
+
     if type(run) is not CudaLauncher:
         return None
     try:
         if run.global_scratch_size > 0 or run.profile_scratch_size > 0:
             return None
-        return run.launch, bool(run.launch_cooperative_grid), bool(run.launch_pdl)
+        c_launch = run.launch
+        cooperative, pdl = bool(run.launch_cooperative_grid), bool(run.launch_pdl)
+        if layout == "3.6":
+            return _bind_36(c_launch, function, cooperative, pdl, packed)
+        if run.gsan_enabled:
+            return None
+        return _bind_38(
+            c_launch, function, cooperative, pdl, packed, run.arg_annotations,
+            run.kernel_signature,
+        )  # fmt: skip
     except AttributeError:
         return None
 
 
-def _bind_direct(
-    direct: tuple[Callable[..., None], bool, bool], function: Any, packed: Any
+def _bind_36(
+    c_launch: Callable[..., None], function: Any, cooperative: bool, pdl: bool, packed: Any
 ) -> Callable[..., None]:
-    c_launch, cooperative, pdl = direct
-
     def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
         c_launch(
             grid_x, grid_y, grid_z, stream, function, cooperative, pdl, None, None, packed,
@@ -188,13 +289,29 @@ def _bind_direct(
     return launch
 
 
+def _bind_38(
+    c_launch: Callable[..., None], function: Any, cooperative: bool, pdl: bool, packed: Any,
+    annotations: Any, signature: Any,
+) -> Callable[..., None]:  # fmt: skip
+    def launch(grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
+        c_launch(
+            grid_x, grid_y, grid_z, stream, function, cooperative, pdl, packed, None, None,
+            None, None, None, annotations, signature, args,
+        )  # fmt: skip
+
+    return launch
+
+
 # Why: the public fast path (``FastKernel``) keys compiled kernels by Triton's own
 # specialisation of the arguments (dtype and 16-byte alignment of pointers, integer width,
 # divisibility by 16 and equality to 1, constexpr values, do_not_specialize, defaults), which
-# only the per-device binder of a JIT function computes; Triton 3.6 keeps it in
-# ``JITFunction.device_caches[device]`` (kernel cache, key cache, target, backend, binder).
-# A launch is taken fast only while the function has no pre-run hook (Triton runs them on every
-# call). Public replacement: a public "bind and specialise these arguments" on JITFunction.
+# only the per-device binder of a JIT function computes; Triton keeps it in
+# ``JITFunction.device_caches[device]`` (kernel cache, key cache, target, backend, binder),
+# and the binder returns (bound arguments, specialisation, options). Checked on Triton 3.6,
+# 3.8, 3.9 (the same in each; ``FastKernel`` takes this path only on a Triton inside
+# ``_versions.TESTED_TRITON``, else Triton's own ``kernel[grid](...)``). A launch is taken
+# fast only while the function has no pre-run hook (Triton runs them on every call).
+# Public replacement: a public "bind and specialise these arguments" on JITFunction.
 
 
 def triton_binder(jit_function: Any, device: int) -> Callable[..., Any] | None:
@@ -208,8 +325,9 @@ def triton_binder(jit_function: Any, device: int) -> Callable[..., Any] | None:
 
 # Why: ``fast_launch`` unwraps ``@triton.autotune`` and ``@triton.heuristics`` down to the
 # ``@triton.jit`` function below them; their classes live in ``triton.runtime`` (not
-# re-exported by ``triton``), and each keeps the kernel it wraps in ``fn``. Public replacement:
-# none (``triton.runtime``'s classes are what Triton's own code checks against).
+# re-exported by ``triton``), and each keeps the kernel it wraps in ``fn``. Checked on
+# Triton 3.6, 3.8, 3.9. Public replacement: none (``triton.runtime``'s classes are what
+# Triton's own code checks against).
 
 
 def triton_kernel_layers(kernel: Any) -> tuple[tuple[tuple[bool, Any], ...], Any, bool] | None:
@@ -230,11 +348,13 @@ def triton_kernel_layers(kernel: Any) -> tuple[tuple[tuple[bool, Any], ...], Any
 
 
 # Why: an autotuned kernel's launch depends on the config its autotuner chose for the call's
-# key (the values of its ``key`` arguments and the dtypes of the arguments), which Triton
-# 3.6's ``Autotuner.run`` computes inline and keeps in ``Autotuner.cache``; the fast path
-# computes the same key (as ``Autotuner.run`` does) and reads the chosen config, and leaves
-# every call whose key was never tuned to Triton. Public replacement: a public "config for
-# these arguments" on Autotuner.
+# key (the values of its ``key`` arguments and the dtypes of the arguments), which
+# ``Autotuner.run`` computes inline and keeps in ``Autotuner.cache``; the fast path computes
+# the same key (as ``Autotuner.run`` does) and reads the chosen config, and leaves every call
+# whose key was never tuned to Triton. Checked on Triton 3.6, 3.8, 3.9 (the same key in each;
+# 3.8 adds a cache entry without benchmarking where pruning leaves one config, which a later
+# call reads here as any other). Public replacement: a public "config for these arguments"
+# on Autotuner.
 
 
 def autotuner_config(autotuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -253,8 +373,9 @@ def autotuner_config(autotuner: Any, args: tuple[Any, ...], kwargs: dict[str, An
 
 # Why: ``Autotuner.run`` records the config it launches with in ``best_config``, where users
 # read which config was chosen (``kernel.best_config``, as Triton's tutorials print it); a
-# launch that skips ``Autotuner.run`` records it the same way. Public replacement: the public
-# "config for these arguments" above, recording it as ``run`` does.
+# launch that skips ``Autotuner.run`` records it the same way. Checked on Triton 3.6, 3.8,
+# 3.9. Public replacement: the public "config for these arguments" above, recording it as
+# ``run`` does.
 
 
 def set_autotuner_best_config(autotuner: Any, config: Any) -> None:
@@ -263,10 +384,11 @@ def set_autotuner_best_config(autotuner: Any, config: Any) -> None:
 
 
 # Why: ``@triton.heuristics`` computes its meta-parameters inline in ``Heuristics.run``
-# (Triton 3.6: each heuristic, in order, sees the arguments by name, ``arg_names``, and the
-# values before it; ``values`` maps each name to its function); a launch that skips
-# ``Heuristics.run`` computes the same values. Public replacement: a public "meta-parameters
-# for these arguments" on Heuristics.
+# (each heuristic, in order, sees the arguments by name, ``arg_names``, and the values
+# before it; ``values`` maps each name to its function); a launch that skips
+# ``Heuristics.run`` computes the same values. Checked on Triton 3.6, 3.8, 3.9 (the same
+# ``Heuristics.run`` in each). Public replacement: a public "meta-parameters for these
+# arguments" on Heuristics.
 
 
 def heuristics_options(
@@ -282,9 +404,10 @@ def heuristics_options(
 
 
 # Why: the direct launch above skips Triton's launch hooks (profilers such as Proton install
-# them), so it is taken only while no hook is registered. Triton 3.6 keeps them in a HookChain
-# whose ``calls`` list holds the registered functions. Public replacement: a "hooks active"
-# query on ``triton.knobs.runtime``.
+# them), so it is taken only while no hook is registered. Triton keeps them in a HookChain
+# whose ``calls`` list holds the registered functions. Checked on Triton 3.6, 3.8, 3.9 (the
+# same HookChain in each). Public replacement: a "hooks active" query on
+# ``triton.knobs.runtime``.
 
 
 def launch_hooks_idle(runtime: Any) -> bool:
@@ -302,8 +425,9 @@ def launch_hooks_idle(runtime: Any) -> bool:
 # the mode AOTAutograd traces under, ``FunctionalTensorMode`` (private class). The rule
 # accepts the tensor types torch's own rule accepts (plain, fake and functional tensors) and
 # leaves the op opaque under ``torch.export``, as torch's does (a private query).
-# Public replacement: ``torch.library.triton_op`` with a per-device choice of decomposing
-# (it traces the Triton body on every device, CPU included), or a public handle on the mode.
+# Checked on torch 2.11, 2.13, 2.14, 2.15. Public replacement: ``torch.library.triton_op``
+# with a per-device choice of decomposing (it traces the Triton body on every device, CPU
+# included), or a public handle on the mode.
 # The tensor modules are imported where they are first needed, not at ``import opreg_kernels``
 # (torch versions that do not import them themselves would pay for them on every import).
 
@@ -336,7 +460,8 @@ def export_keeps_triton_ops() -> bool:
 # otherwise torch keeps a rule for a dead op and refuses a second rule for the name. Dropping
 # the Library's registrations before it is garbage collected (never, while torch holds the
 # rule) is private; opreg-core's ``_private`` wraps the same method for the op's own
-# libraries. Public replacement: none (a public ``Library.destroy()``).
+# libraries. Checked on torch 2.11, 2.13, 2.14, 2.15. Public replacement: none (a public
+# ``Library.destroy()``).
 def destroy_library(library: torch.library.Library) -> None:
     """Remove every registration of ``library`` (here: torch_dispatch rules)."""
     library._destroy()  # type: ignore[no-untyped-call]
@@ -347,7 +472,8 @@ def destroy_library(library: torch.library.Library) -> None:
 # (hundreds of microseconds); off, ``wrap_triton`` returns the kernel itself. torch's own
 # ``triton_op`` runs its function under ``set_wrap_triton_enabled(False)`` (a private context
 # manager); its generator costs about a microsecond per call, so the thread-local flag it
-# sets is set here directly. Public replacement: none (a public ``set_wrap_triton_enabled``).
+# sets is set here directly. Checked on torch 2.11, 2.13, 2.14, 2.15. Public replacement:
+# none (a public ``set_wrap_triton_enabled``).
 
 
 def wrap_triton_disabled(resolve: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
@@ -381,16 +507,22 @@ def wrap_triton_disabled(resolve: Callable[[], Callable[..., Any]]) -> Callable[
 # For the length of one opreg launch under the interpreter, a stand-in driver is lent to
 # Triton (``DriverConfig.set_active``, the previous value read from ``_active``), whose
 # benchmarker runs every config once and compares their results; comparing needs the
-# arguments and config of each benchmark call, which Triton 3.6 keeps only in the closure of
+# arguments and config of each benchmark call, which Triton keeps only in the closure of
 # the ``kernel_call`` function that ``Autotuner._bench`` builds (``self``, ``config``,
-# ``full_nargs``). Public replacement: a benchmarker knob, or a ``do_bench`` that receives the
-# config and arguments.
+# ``full_nargs``). Checked on Triton 3.6, 3.8, 3.9 (the same ``DriverConfig`` and ``_bench``
+# in each); a driver registry without ``_active``/``set_active`` gets no stand-in (Triton's
+# own behaviour), a ``kernel_call`` of another shape runs without comparing. Public
+# replacement: a benchmarker knob, or a ``do_bench`` that receives the config and
+# arguments.
 
 
 def lend_triton_driver(stand_in: Any) -> Callable[[], None]:
-    """Make ``stand_in`` Triton's active driver; returns the function that undoes it."""
+    """Make ``stand_in`` Triton's active driver; returns the function that undoes it (a
+    Triton whose driver registry has another shape gets nothing lent: Triton's behaviour)."""
     from triton.runtime.driver import driver
 
+    if not hasattr(driver, "_active") or not callable(getattr(driver, "set_active", None)):
+        return lambda: None
     previous = driver._active
 
     def give_back() -> None:
@@ -423,8 +555,9 @@ def autotune_benchmark_call(kernel_call: Any) -> tuple[Any, Any, dict[str, Any]]
 # Why: outside an opreg launch the stand-in driver's benchmarker does what Triton would do,
 # through the active driver's own ``get_benchmarker()`` (a method of Triton's backend
 # drivers); an error names the autotuned kernel by the Python function below the autotuner,
-# ``Autotuner.base_fn`` (Triton's own messages use it). Public replacement: the benchmarker
-# knob or config-aware ``do_bench`` above; a public name of an autotuned kernel.
+# ``Autotuner.base_fn`` (Triton's own messages use it). Checked on Triton 3.6, 3.8, 3.9.
+# Public replacement: the benchmarker knob or config-aware ``do_bench`` above; a public name
+# of an autotuned kernel.
 
 
 def triton_benchmarker() -> Callable[..., Any]:
@@ -442,8 +575,8 @@ def autotuner_base_fn(autotuner: Any) -> Any:
 # -- torch: functorch's wrapped tensors (``_derivative_guard.py``) -----------------------------
 # Why: a backward (or jvp) that calls a Triton launcher directly fails under torch.func
 # transforms, whose tensors are wrappers without storage; the guard names the op and says what
-# to do instead only when such a wrapper reached it. Public replacement: none (a public
-# "is this a functorch wrapper" query).
+# to do instead only when such a wrapper reached it. Checked on torch 2.11, 2.13, 2.14, 2.15.
+# Public replacement: none (a public "is this a functorch wrapper" query).
 
 
 def functorch_wrapped(tensor: torch.Tensor) -> bool:
