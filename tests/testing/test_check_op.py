@@ -85,7 +85,7 @@ def test_report_is_json_ready(register: Register) -> None:
     assert data["ok"] is False and data["checked"] is True
     fake, vmap = data["results"]
     assert fake["status"] == "failed" and fake["message"].startswith("opreg fake check failed")
-    assert vmap["status"] == "passed" and vmap["info"]["batching"] == "PyTorch per-sample fallback"
+    assert vmap["status"] == "passed" and vmap["info"]["batching"] == "opreg per-sample loop"
 
 
 def test_all_checks_by_default_and_options_reach_the_checks(register: Register) -> None:

@@ -87,9 +87,9 @@ def test_correct_op_passes_compile(register: Register) -> None:
     }
 
 
-def test_vmap_reports_pytorch_fallback_without_vmap_fn(register: Register) -> None:
+def test_vmap_reports_opregs_loop_without_vmap_fn(register: Register) -> None:
     op = register(scale, fake_fn=lambda x, s: torch.empty_like(x), sample_inputs=matrix_samples)
-    assert check_vmap(op).info["batching"] == "PyTorch per-sample fallback"
+    assert check_vmap(op).info["batching"] == "opreg per-sample loop"
 
 
 def test_vmap_reports_the_loop_past_max_vmap_level(register: Register) -> None:

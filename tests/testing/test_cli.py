@@ -73,7 +73,7 @@ def test_table_progress_details_and_exit_status(
     assert rows[f"{ns}::no_samples"] == ["cpu", "skip", "skip"]
     assert f"Failures:\ncpu: opreg fake check failed for {ns}::bad_fake\n  sample: '2x3'" in out
     assert f"  {ns}::no_samples [cpu] fake: the op has no sample_inputs to check it with" in out
-    assert f"  {ns}::good [cpu]: PyTorch per-sample fallback (" in out
+    assert f"  {ns}::good [cpu]: opreg per-sample loop (" in out
     assert (
         f"Not checked (a failure):\n  nothing was checked on {ns}::no_samples [cpu]: it has no "
         "sample_inputs; register it with sample_inputs, e.g. sample_inputs=lambda device: "

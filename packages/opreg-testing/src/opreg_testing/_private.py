@@ -19,6 +19,7 @@ import torch
 # ``torch.library.custom_op`` besides an opreg op, and must tell them apart and reach the
 # operator's schema (argument names, which arguments it mutates). torch exposes these types
 # only from private modules (``torch.library`` uses but does not export ``CustomOpDef``).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/testing/test_internals_contract.py``).
 # Public replacement: exported op types (e.g. ``torch.library.CustomOpDef`` in ``__all__``),
 # an ``OpOverload.schema`` property and a public way from a custom op to its overload.
 from torch._library.custom_ops import CustomOpDef
@@ -29,6 +30,7 @@ from torch._ops import OpOverload, OpOverloadPacket
 # symbolic as ``torch.compile(dynamic=True)`` traces) to compare its fake implementation with
 # the real output. ``torch.library.opcheck`` does a fake-tensor test too, but only with the
 # sample's static shapes and without saying which metadata differs.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/testing/test_internals_contract.py``).
 # Public replacement: a public fake-tensor mode (``torch.library`` has none; the symbolic-shape
 # helpers below live in ``torch.fx.experimental``, outside any stability promise as well).
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -41,6 +43,7 @@ from torch.fx.experimental.symbolic_shapes import (
 # -- Nested structures -----------------------------------------------------------------------
 # Why: samples hold tensors inside lists, tuples and dicts; the checks map over them and
 # collect them the way torch itself flattens arguments.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/testing/test_internals_contract.py``).
 # Public replacement: ``torch.utils.pytree`` (not importable in torch 2.13).
 from torch.utils._pytree import tree_leaves, tree_map_only
 
@@ -114,6 +117,7 @@ def to_fake(mode: FakeTensorMode, t: torch.Tensor, dynamic: bool) -> torch.Tenso
 # -- Dispatcher queries ----------------------------------------------------------------------
 # Why: the vmap check reports which batching path ran for a torch operator: its own batching
 # rule (a kernel on ``FuncTorchBatched``) or PyTorch's per-sample fallback loop.
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/testing/test_internals_contract.py``).
 # Public replacement: a ``torch.library`` query for an operator's kernels per dispatch key.
 
 
@@ -127,6 +131,7 @@ def has_kernel_for_dispatch_key(qualname: str, dispatch_key: str) -> bool:
 # declares the write (``mutates_args``: the dispatcher bumps the tensor's version counter, so
 # autograd and torch.compile know) from one that writes behind autograd's back (a raw kernel
 # writing through pointers: no bump).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/testing/test_internals_contract.py``).
 # Public replacement: a public version-counter query on tensors.
 
 

@@ -417,6 +417,7 @@ def _triton_warning() -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .paths import paths_lines
     from .table import counts, render_details, render_table, summary_line
 
     checks, devices, ops = _plan(args)
@@ -442,6 +443,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"\nNot checked ({verdict}):\n" + "\n".join(f"  {line}" for line in lines))
         if warning is not None:
             print(f"\n{warning}")
+        print("\n" + "\n".join(paths_lines()))
         note = f", {len(kernels)} Triton kernel(s) not run" if kernels else ""
         print(f"\n{summary_line(reports)}{note} in {elapsed:.1f}s")
     return 1 if failed else 0
@@ -462,10 +464,12 @@ def _print_json(
 
     from . import __version__
     from .interpreter import interpreter_enabled
+    from .paths import paths_data
 
     data = {
         "opreg_testing": __version__,
         "torch": torch.__version__,
+        "fast_paths": paths_data(),
         "modules": list(args.modules),
         "devices": list(devices),
         "checks": list(checks),

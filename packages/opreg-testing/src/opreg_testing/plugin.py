@@ -249,12 +249,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not _used(config):
         return None
     from .interpreter import interpreter_enabled
+    from .paths import paths_summary
 
     devices = ", ".join(_devices(config))
     interpreter = "on" if interpreter_enabled() else "off"
     warning = _triton_warning()
     note = "" if warning is None else f"\nopreg: {warning}"
-    return f"opreg: devices {devices}; Triton interpreter {interpreter}{note}"
+    paths = f"\nopreg: {paths_summary()}"
+    return f"opreg: devices {devices}; Triton interpreter {interpreter}{paths}{note}"
 
 
 def _triton_warning() -> str | None:

@@ -39,6 +39,7 @@ FAST = "vmap_fn"  #: the opreg op's own batched implementation ran
 FAST_LOOP = "vmap_fn + per-sample loop"  #: vmap_fn, and a loop for levels past max_vmap_level
 RULE = "batching rule"  #: a FuncTorchBatched kernel of a non-opreg op ran
 FALLBACK = "PyTorch per-sample fallback"
+LOOP = "opreg per-sample loop"  #: an opreg op without vmap_fn: opreg's loop rule ran
 
 
 def _expected_path(target: Target, case: VmapCase) -> str | None:
@@ -54,10 +55,12 @@ def _observed_path(target: Target, before: tuple[int, int, int] | None) -> str:
     op = target.opreg
     if op is None:
         return RULE if target.has_batching_rule() else FALLBACK
-    if op.vmap_fn is None or before is None:
+    if before is None:
         return FALLBACK
     stats = op.vmap_stats
     fast, loop = stats.fast - before[0], stats.loop - before[2]
+    if op.vmap_fn is None:
+        return LOOP if loop else FALLBACK
     if fast == 0:
         return FALLBACK
     return FAST_LOOP if loop else FAST
@@ -234,7 +237,8 @@ def check_vmap(
     on each argument in turn, a mix, and (with ``nested=True``, the default) 2 and 3 nested
     vmaps mixing them; ``randomness`` (default ``"error"``) is passed to vmap.
     ``result.info["batching"]`` says which path ran (``"vmap_fn"``, ``"batching rule"``,
-    ``"PyTorch per-sample fallback"``); with ``require_fast=True`` (default) an opreg op that
+    ``"opreg per-sample loop"`` for an opreg op without ``vmap_fn``, ``"PyTorch per-sample
+    fallback"``); with ``require_fast=True`` (default) an opreg op that
     has a ``vmap_fn`` fails if another path computed a case (within ``max_vmap_level``).
     ``batch_entries`` says how the entries of a batch are built from a sample: ``"auto"``
     (default), ``"variants"``, ``"permute"`` or ``"samples"`` (see :mod:`._vmap_cases`); with
