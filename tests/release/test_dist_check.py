@@ -65,18 +65,6 @@ def test_build_settings_hold_no_machine_path(path: str) -> None:
     assert "/opt/wheels" not in text
 
 
-@pytest.mark.parametrize("package", sorted(check_dist.PACKAGES))
-def test_classifiers_match_requires_python(package: str) -> None:
-    project = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]
-    versions = [
-        c.rsplit(" :: ", 1)[1]
-        for c in project["classifiers"]
-        if c.startswith("Programming Language :: Python :: 3.")
-    ]
-    assert versions == ["3.11", "3.12"]
-    assert project["requires-python"] == ">=3.11"
-
-
 # --- hand-made artifacts -------------------------------------------------------------------
 
 Files = dict[str, bytes]
