@@ -132,12 +132,22 @@ def _gradients(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> tuple[Any,
     return dc * b * (sig + silu * (1 - sig)), dc * silu
 
 
+def _backward_samples(device: torch.device) -> list[SampleInput]:
+    return [
+        SampleInput(tuple(torch.randn(3, 4, device=device) for _ in range(3))),
+        SampleInput(tuple(torch.randn(2, 5, device=device) for _ in range(3))),
+    ]
+
+
+# No vmap_fn: under vmap (``vmap(grad(...))`` of ``swiglu``) opreg's per-sample loop calls the
+# op on each entry's slice of a and b, a view, so each entry's write lands in the batched buffers.
 @register_triton_op(
     name="swiglu_example::swiglu_backward_",
     mutates_args=("a", "b"),
     fake_fn=lambda a, b, dc: None,
     triton_fn=swiglu_backward_inplace,
     differentiable=False,
+    sample_inputs=_backward_samples,
 )
 def swiglu_backward_(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> None:
     """The in-place backward in PyTorch (the fallback off the Triton devices)."""

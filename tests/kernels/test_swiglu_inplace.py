@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from opreg_core import unregister
-from opreg_testing import check_op, interpreter_enabled
+from opreg_testing import check_op, check_vmap, interpreter_enabled
 
 pytestmark = pytest.mark.needs_triton
 
@@ -218,3 +218,17 @@ def test_the_example_runs() -> None:
     for name in ("opreg op", "Function"):
         for dtype in ("torch.float32", "torch.bfloat16"):
             assert f"{name}, {dtype}: forward and backward equal PyTorch on {device}" in proc.stdout
+
+
+@pytest.mark.parametrize("device", ["cpu", "triton-cpu"])
+def test_the_in_place_backward_passes_the_vmap_check(example: Any, device: str) -> None:
+    """The mutating op under vmap (no vmap_fn: opreg's per-sample loop writes each entry's
+    slice in place), its written arguments compared with the op on each entry, at depths 1 to
+    3, in_dims 0, -1 and middle, with strided batched inputs; on the fallback and on the Triton
+    kernels (the interpreter)."""
+    if device == "triton-cpu" and not interpreter_enabled():
+        pytest.skip("Triton on CPU needs the interpreter (this run compiles for the GPU)")
+    result = check_vmap(example.swiglu_backward_, device=device)
+    assert result.passed, result
+    assert result.info["batching"] == "opreg per-sample loop"
+    assert result.info["cases"] > 0

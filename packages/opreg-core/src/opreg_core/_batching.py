@@ -196,6 +196,41 @@ def _flatten_level(value: Any, dim: InDim, batch: int) -> tuple[Any, int | None]
     return value, None
 
 
+def _fold_one_written(
+    t: torch.Tensor, dim: int | None, batch: int, copies: list[tuple[torch.Tensor, torch.Tensor]]
+) -> tuple[torch.Tensor, int]:
+    t = _front(t, dim, batch)
+    shape = (t.shape[0] * t.shape[1], *t.shape[2:])
+    try:
+        flat = t.view(shape)  # a view: the batched op's writes land in the caller's tensor
+    except (RuntimeError, ValueError):  # no view merges the dims (fake tensors: ValueError):
+        # a copy, written back after the call
+        flat = t.reshape(shape)
+        copies.append((t, flat))
+    return flat, t.shape[1]
+
+
+def _fold_written(
+    value: Any, dim: InDim, batch: int, copies: list[tuple[torch.Tensor, torch.Tensor]]
+) -> tuple[Any, int | None]:
+    """``_flatten_level`` for an argument the op writes to: a view where the dims merge, else
+    a copy recorded in ``copies`` as (the argument with the batch dims in front, the copy)."""
+    if isinstance(value, torch.Tensor):
+        assert not isinstance(dim, list)
+        return _fold_one_written(value, dim, batch, copies)
+    if isinstance(dim, list):
+        inner = None
+        out = []
+        for v, d in zip(value, dim, strict=True):
+            if isinstance(v, torch.Tensor):
+                flat, inner = _fold_one_written(v, d, batch, copies)
+                out.append(flat)
+            else:
+                out.append(v)
+        return out, inner
+    return value, None
+
+
 def _stack(outputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The entries' outputs stacked, viewed as the batch of the first entry's shape, as
     PyTorch's per-sample fallback does: traced (``torch.compile``), that shape is the fake's,
@@ -302,8 +337,11 @@ class BatchingRules:
         derived_autograd: bool = False,
         autocast: bool = False,
         fast: bool = True,
+        mutated: Sequence[tuple[int | str, str]] = (),
     ) -> None:
         self.qualname = qualname
+        #: The arguments the op writes to (``mutates_args``): (position or keyword, name).
+        self.mutated = tuple(mutated)
         self.op = op
         self.batched_op = batched_op
         self.out_dims = out_dims
@@ -324,7 +362,7 @@ class BatchingRules:
         #: The fold of every level applies: one output, default input wrapping, no depth cap.
         self.plain = self.single_tensor and wrap_inputs is None and max_level is None
         #: The one-pass rule of the only level (``_only_level``) applies.
-        self.one_pass = self.plain and fast
+        self.one_pass = self.plain and fast and not self.mutated
         #: The batched op has a derived autograd kernel: where it may record, the expanded
         #: unbatched arguments are marked for it (``_mark_unbatched``).
         self.derived_autograd = derived_autograd
@@ -428,6 +466,8 @@ class BatchingRules:
         values, in_dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
+        if self.mutated:
+            self._check_mutated(values, in_dims, kw)
         if self.plain and not kw and self.direct is not None and dynamic_layer_depth() != 1:
             folded = self._fold_levels(args, level)
             if folded is not None:
@@ -615,10 +655,12 @@ class BatchingRules:
         values, dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.batched_op, args, kwargs)
+        if self.mutated:
+            self._check_mutated(values, dims, kw)
         depth = getattr(self._depth, "value", 0) + 1
         if self.max_level is not None and depth > self.max_level:
             return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
-        new_args, new_kwargs, inner = self._flatten_all(values, dims, kw, batch)
+        new_args, new_kwargs, inner, copies = self._flatten_all(values, dims, kw, batch)
         op = self._last_level_op(new_args, new_kwargs)
         if op is not self.nograd_op and self.derived_autograd:
             _mark_unbatched(new_args, dims, values)
@@ -629,6 +671,8 @@ class BatchingRules:
             out = call_one_level_down(op, new_args, new_kwargs)
         finally:
             self._depth.value = previous
+        for front, flat in copies:  # a folded copy of a written argument: write it back
+            front.copy_(flat.view(front.shape))
         outs = self._check_outputs(out, batch * inner)
         sizes = (batch, inner)
         return self._rewrap(
@@ -637,26 +681,67 @@ class BatchingRules:
 
     def _flatten_all(
         self, values: list[Any], dims: list[InDim], kw: dict[str, tuple[Any, InDim]], batch: int
-    ) -> tuple[list[Any], dict[str, Any], int]:
-        """The batched op's arguments at a further level: its batch dim folded into dim 0."""
+    ) -> tuple[list[Any], dict[str, Any], int, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The batched op's arguments at a further level: its batch dim folded into dim 0.
+        Also the (argument, folded copy) pairs of written arguments whose fold is no view, to
+        copy back after the call (see ``_fold_written``)."""
         inner: int | None = None
+        written = {m for m, _ in self.mutated}
+        copies: list[tuple[torch.Tensor, torch.Tensor]] = []
         new_args = []
-        for value, dim in zip(values, dims, strict=True):
-            flat, size = _flatten_level(value, dim, batch)
+        for i, (value, dim) in enumerate(zip(values, dims, strict=True)):
+            if i in written:
+                flat, size = _fold_written(value, dim, batch, copies)
+            else:
+                flat, size = _flatten_level(value, dim, batch)
             inner = size if size is not None else inner
             new_args.append(flat)
         new_kwargs = {}
         for key, (value, dim) in kw.items():
-            new_kwargs[key], size = _flatten_level(value, dim, batch)
+            if key in written:
+                new_kwargs[key], size = _fold_written(value, dim, batch, copies)
+            else:
+                new_kwargs[key], size = _flatten_level(value, dim, batch)
             inner = size if size is not None else inner
         assert inner is not None  # some argument is batched at this level
         self.stats.nested += 1
-        return new_args, new_kwargs, inner
+        return new_args, new_kwargs, inner, copies
+
+    def _check_mutated(
+        self, values: Sequence[Any], dims: Sequence[InDim], kw: dict[str, tuple[Any, InDim]]
+    ) -> None:
+        """A written argument must be batched at a level that batches some argument: its
+        entries would all be one tensor (as torch's in-place ops refuse, "vmap: inplace
+        arithmetic ... is not possible")."""
+        for where, name in self.mutated:
+            if isinstance(where, int):
+                if where >= len(dims):
+                    continue
+                value, dim = values[where], dims[where]
+            elif where in kw:
+                value, dim = kw[where]
+            else:
+                continue
+            if isinstance(dim, list):
+                unbatched = any(
+                    isinstance(v, torch.Tensor) and d is None
+                    for v, d in zip(value, dim, strict=True)
+                )
+            else:
+                unbatched = dim is None and isinstance(value, torch.Tensor)
+            if unbatched:
+                raise RuntimeError(
+                    f"opreg: {self.qualname}: vmap cannot write to argument '{name}' "
+                    "(mutates_args): it is not batched while other arguments are, so every "
+                    f"batch entry would write the same tensor; batch '{name}' too (e.g. pass "
+                    f"x.expand(B, ...).clone() with in_dims 0) or call the op outside vmap"
+                )
 
     def loop_rule(self, *args: Any, **kwargs: Any) -> Any:
-        """Kernel for ops without ``vmap_fn`` (but those PyTorch's fallback refuses as
-        writing ops): the per-sample loop PyTorch's own fallback runs, written here, which also
-        stacks what that fallback cannot (lists of tensors, plain values) and warns of nothing
+        """Kernel for ops without ``vmap_fn``: the per-sample loop PyTorch's own fallback runs,
+        written here, which also stacks what that fallback cannot (lists of tensors, plain
+        values), runs ops that write to their arguments (each entry's slice is a view, so its
+        write lands in the batched tensor; the fallback refuses them) and warns of nothing
         (torch 2.15's fallback warns of a "performance drop" on every call). As in that
         fallback, each entry runs below the level, so random ops in the op draw one entry
         after another whatever vmap's ``randomness``."""
@@ -664,6 +749,8 @@ class BatchingRules:
         values, dims, kw, batch = _unwrap_all(args, kwargs, level)
         if not batch:
             return call_one_level_down(self.op, args, kwargs)
+        if self.mutated:
+            self._check_mutated(values, dims, kw)
         return self._loop(list(zip(values, dims, strict=True)), kw, level, batch)
 
     def _entries(

@@ -229,7 +229,49 @@ def _per_entry_mean_of_all_dims(ns: OpNamespace) -> Any:
     )
 
 
+def _write_samples(device: torch.device) -> Iterator[SampleInput]:
+    yield SampleInput((randn(3, 4, seed=16).to(device), randn(3, 4, seed=17).to(device)))
+
+
+def _writer(ns: OpNamespace, name: str, vmap_fn: Any) -> Any:
+    """``out <- 2 * x + out``, in place, with a wrong ``vmap_fn``."""
+
+    def write(out: Tensor, x: Tensor) -> None:
+        out.add_(2 * x)
+
+    return register_vmap_op(
+        write,
+        name=ns.qualname(name),
+        schema="(Tensor(a!) out, Tensor x) -> ()",
+        mutates_args=("out",),
+        fake_fn=lambda out, x: None,
+        vmap_fn=vmap_fn,
+        fake_vmap_fn=lambda out, x: None,
+        sample_inputs=_write_samples,
+    )
+
+
+def _writes_entry_0_everywhere(out: Tensor, x: Tensor) -> None:
+    out.copy_((out[:1] + 2 * x[:1]).expand_as(out))
+
+
+def _writes_only_entry_0(out: Tensor, x: Tensor) -> None:
+    out[:1].add_(2 * x[:1])
+
+
 OTHER = [
+    Mutant(
+        "writes_entry_0_everywhere",
+        "vmap",
+        "an in-place vmap_fn writes entry 0's result into every entry of the written argument",
+        lambda ns: _writer(ns, "writes_entry_0_everywhere", _writes_entry_0_everywhere),
+    ),
+    Mutant(
+        "writes_only_entry_0",
+        "vmap",
+        "an in-place vmap_fn writes only the first entry of the written argument",
+        lambda ns: _writer(ns, "writes_only_entry_0", _writes_only_entry_0),
+    ),
     Mutant(
         "wrong_out_dims",
         "vmap",

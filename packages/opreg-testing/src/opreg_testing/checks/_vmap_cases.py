@@ -302,22 +302,27 @@ def _stack(items: list[Any], dim: int) -> Any:
     ]
 
 
+def _batched(case: VmapCase, p: int, value_at: Callable[[tuple[int, ...]], Any]) -> Any:
+    """Argument ``p`` stacked as ``case`` says, from each entry's value ``value_at(index)``."""
+
+    def build(depth: int, index: tuple[int, ...]) -> Any:
+        if depth == case.depth:
+            return value_at(index)
+        dim = case.levels[depth][p]
+        if dim is None:
+            return build(depth + 1, (*index, 0))
+        return _stack([build(depth + 1, (*index, i)) for i in range(case.sizes[depth])], dim)
+
+    return build(0, ())
+
+
 def batched_sample(sample: SampleInput, case: VmapCase) -> SampleInput:
     """The sample with every batchable argument stacked as ``case`` says (innermost first)."""
     args = list(sample.args)
     for p in batchable(sample):
         if all(lvl[p] is None for lvl in case.levels):
             continue
-
-        def build(depth: int, index: tuple[int, ...], p: int = p) -> Any:
-            if depth == case.depth:
-                return _value_at(sample, case, p, index)
-            dim = case.levels[depth][p]
-            if dim is None:
-                return build(depth + 1, (*index, 0))
-            return _stack([build(depth + 1, (*index, i)) for i in range(case.sizes[depth])], dim)
-
-        args[p] = build(0, ())
+        args[p] = _batched(case, p, lambda index, p=p: _value_at(sample, case, p, index))  # type: ignore[misc]
     return SampleInput(tuple(args), sample.kwargs, sample.name)
 
 
@@ -336,10 +341,28 @@ def stack_outputs(outputs: list[Any]) -> Any:
 
 def expected_output(fn: Callable[..., Any], sample: SampleInput, case: VmapCase) -> Any:
     """What ``vmap`` should give: ``fn`` on every entry, stacked level by level."""
+    return expected_call(fn, sample, case)[0]
+
+
+def expected_call(
+    fn: Callable[..., Any], sample: SampleInput, case: VmapCase, written: Sequence[int] = ()
+) -> tuple[Any, dict[int, Any]]:
+    """What ``vmap`` should give: ``fn`` on every entry, stacked level by level; and for each
+    position in ``written`` (arguments the op writes to, batched at every level) that argument
+    after the calls, each entry's slice as the entry's call left it, stacked as
+    :func:`batched_sample` stacks it (so vmap's in-place writes can be compared)."""
     results = {}
+    after: dict[tuple[int, ...], tuple[Any, ...]] = {}
     for index in itertools.product(*(range(s) for s in case.sizes)):
         e = entry(sample, case, index)
         results[index] = fn(*e.args, **e.kwargs)
+        after[index] = e.args
+    args = {p: _batched(case, p, lambda index, p=p: after[index][p]) for p in written}  # type: ignore[misc]
+    return _gather(case, results), args
+
+
+def _gather(case: VmapCase, results: dict[tuple[int, ...], Any]) -> Any:
+    """Per-entry outputs (by entry index) stacked level by level, outermost first."""
 
     def gather(depth: int, index: tuple[int, ...]) -> Any:
         if depth == case.depth:

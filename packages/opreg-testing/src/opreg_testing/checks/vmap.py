@@ -13,7 +13,7 @@ or offset views, for the first plain and the first nested case.
 
 from __future__ import annotations
 
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -30,6 +30,7 @@ from ._vmap_cases import (
     batch_entries,
     batched_sample,
     check_batch_entries,
+    expected_call,
     expected_output,
     vmap_cases,
     vmapped,
@@ -74,8 +75,22 @@ def _stats(target: Target) -> tuple[int, int, int] | None:
 
 
 def _mutation_safe(case: VmapCase, mutated: list[int]) -> bool:
-    """An op that writes to an argument can only be vmapped if that argument is batched."""
+    """An op that writes to an argument can only be vmapped if that argument is batched at
+    every level (else vmap refuses the write, as torch's in-place ops do)."""
     return all(lvl[p] is not None for lvl in case.levels for p in mutated)
+
+
+def _out_dims(target: Target) -> Any:
+    """vmap's ``out_dims`` for the op: None for an op returning nothing (an op that only
+    writes to its arguments), which vmap cannot give an int out_dim."""
+    dims = target.output_batch_dims
+    return None if dims == () else dims
+
+
+def _written(target: Target) -> list[int]:
+    """Positions of the arguments the op writes to (``mutates_args``)."""
+    names = target.arg_names
+    return [names.index(n) for n in target.mutated_args if n in names]
 
 
 def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomness: str) -> str:
@@ -84,7 +99,7 @@ def _mixing_hint(ctx: CheckContext, sample: SampleInput, case: VmapCase, randomn
     single = VmapCase(case.levels, (1,) * case.depth, case.entries)
     try:
         one = batched_sample(sample, single)
-        fn = vmapped(ctx.target.call, single, one.kwargs, randomness, ctx.target.output_batch_dims)
+        fn = vmapped(ctx.target.call, single, one.kwargs, randomness, _out_dims(ctx.target))
         got, _ = ctx.run(fn, one)
         found = compare(
             expected_output(ctx.target.call, sample, single), got, tolerance=ctx.tolerance
@@ -113,18 +128,35 @@ def _check_case(
 ) -> str:
     op = ctx.target.call
     where = str(case) if layout is None else f"{case}, {layout} batched inputs"
+    written = _written(ctx.target)
     with ctx.step("the op on one batch entry", sample, where):
-        expected = expected_output(op, sample, case)
+        expected, expected_args = expected_call(op, sample, case, written)
     batched = batched_sample(sample, case)
     if layout is not None:
         batched = relayout_sample(batched, layout, sample.name)
     before = _stats(ctx.target)
     with ctx.step("vmap(op)", sample, where):
         actual = ctx.run(
-            vmapped(op, case, batched.kwargs, randomness, ctx.target.output_batch_dims),
+            vmapped(op, case, batched.kwargs, randomness, _out_dims(ctx.target)),
             SampleInput(batched.args, name=sample.name),
         )
     path = _observed_path(ctx.target, before)
+    for p in written:  # in-place results: each entry's slice as the op on that entry wrote it
+        name = ctx.target.arg_names[p]
+        found = compare(
+            expected_args[p],
+            actual[1][name],
+            tolerance=ctx.tolerance,
+            where=f"argument {name!r} after the call",
+        )
+        if found is not None:
+            raise ctx.failure(
+                f"vmap(op) wrote argument {name!r} differently from the op on each batch "
+                "entry (does the batching rule write every entry's own result into its slice?)",
+                sample,
+                where,
+                mismatch=found,
+            )
     if compare(expected, actual[0], tolerance=ctx.tolerance) is not None:
         hint = _mixing_hint(ctx, sample, case, randomness)
         ctx.assert_same(
