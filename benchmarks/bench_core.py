@@ -14,6 +14,7 @@ and the JSON writer (``write_json``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -21,6 +22,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -46,6 +48,9 @@ PLAIN_VMAP = "plain fn (torch.vmap)"
 OPREG_VMAP = "opreg"
 CUSTOM_VMAP = "custom_op + register_vmap"
 FALLBACK = "PyTorch per-sample fallback"
+#: The first eager call of a fresh op (see ``first_call_us``).
+FIRST_FAKE = "first call, fake compared"
+FIRST_PAUSED = "first call, aliasing check only"
 
 
 def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -195,6 +200,27 @@ def nested_vmap(
     return fn
 
 
+def first_call_us(count: int, namespace: str = "opreg_bench_first") -> dict[str, float]:
+    """Median microseconds of the first eager call of ``count`` freshly registered ops each:
+    with the fake compared against the kernel's outputs (the default), and with that paused
+    (``first_call_fake_check_paused``: the aliasing check alone, as before the fake was
+    compared); interleaved, one op of each kind after the other."""
+    kwargs: dict[str, Any] = {"fake_fn": _fake, "vmap_fn": _add, "fake_vmap_fn": _fake}
+    ops = [register_vmap_op(_add, name=f"{namespace}::add{i}", **kwargs) for i in range(2 * count)]
+    x, y = torch.randn(8), torch.randn(8)
+    times: dict[str, list[float]] = {FIRST_FAKE: [], FIRST_PAUSED: []}
+    for i in range(count):
+        for key, op in ((FIRST_FAKE, ops[2 * i]), (FIRST_PAUSED, ops[2 * i + 1])):
+            paused = opreg_core.first_call_fake_check_paused()
+            with paused if key == FIRST_PAUSED else contextlib.nullcontext():
+                start = time.perf_counter()
+                op(x, y)
+                times[key].append((time.perf_counter() - start) * 1e6)
+    for op in ops:
+        opreg_core.unregister(op.qualname)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
 def median_us(
     fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, int], rounds: int
 ) -> dict[str, float]:
@@ -308,6 +334,8 @@ def main() -> None:
         args.rounds,
     )
 
+    first = first_call_us(max(args.rounds, 21))
+
     print(
         f"opreg-core {opreg_core.__version__} | torch {torch.__version__} | Python "
         f"{platform.python_version()} | {platform.machine()} | {platform.processor() or 'cpu'}"
@@ -357,6 +385,18 @@ def main() -> None:
             nested[PLAIN_VMAP],
             "<= 1.40",
         ),
+        (
+            "first call of an op: fake compared vs aliasing only",
+            first[FIRST_FAKE],
+            first[FIRST_PAUSED],
+            "-",
+        ),
+        (
+            "  later calls (default op) vs its first call",
+            eager[OPREG_DEFAULT],
+            first[FIRST_FAKE],
+            "-",
+        ),
     ]
     print(
         f"| {'case':<50} | {'opreg/contender us':>18} | {'baseline us':>11} "
@@ -383,6 +423,7 @@ def main() -> None:
             "bf16_region_us": in_region,
             "vmap_batch64_us": vmapped,
             "triple_vmap_us": nested,
+            "first_call_us": first,
             "ratios": [
                 {"case": n.strip(), "us": v, "baseline_us": b, "ratio": v / b, "target": t}
                 for n, v, b, t in rows

@@ -777,7 +777,10 @@ def test_a_call_holding_no_tensor_goes_to_the_dispatcher(route: Any, ns: str) ->
     def total(xs: list[torch.Tensor]) -> torch.Tensor:
         return torch.stack(xs).sum(0) if xs else torch.zeros(())
 
-    op = register_vmap_op(total, name=f"{ns}::total", fake_fn=lambda xs: torch.empty(()))
+    def fake(xs: list[torch.Tensor]) -> torch.Tensor:
+        return torch.empty_like(xs[0]) if xs else torch.empty(())
+
+    op = register_vmap_op(total, name=f"{ns}::total", fake_fn=fake)
     x = torch.randn(3, requires_grad=True)
     taken, out = route(op, [x, x])
     assert taken == DIRECT and out.requires_grad

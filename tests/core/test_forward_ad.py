@@ -453,9 +453,9 @@ def test_tangent_of_the_wrong_shape_is_an_error(ns: str) -> None:
 
     op = register_vmap_op(
         lambda x, y: x * y,
-        fake_fn=lambda x, y: torch.empty(torch.broadcast_shapes(x.shape, y.shape)),
+        fake_fn=lambda x, y: x.new_empty(torch.broadcast_shapes(x.shape, y.shape)),
         vmap_fn=lambda x, y: x * y,
-        fake_vmap_fn=lambda x, y: torch.empty(torch.broadcast_shapes(x.shape, y.shape)),
+        fake_vmap_fn=lambda x, y: x.new_empty(torch.broadcast_shapes(x.shape, y.shape)),
         schema="(Tensor x, Tensor y) -> Tensor",
         jvp=bad_jvp,
         name=f"{ns}::bad",

@@ -11,7 +11,8 @@ from ._batching import VmapInfo, VmapStats, default_wrap_inputs
 from ._declaration import Default, option_values
 from ._devices import device_type_name
 from ._dtensor import register_sharding_rule
-from ._errors import NotDifferentiableError
+from ._errors import NotDifferentiableError, OpRedefinedWarning
+from ._fake_check import first_call_fake_check_paused
 from ._kernels import KernelHandle
 from ._naming import default_name
 from ._op import Registration, VmapOp
@@ -41,6 +42,7 @@ __all__ = [
     "FastPath",
     "KernelHandle",
     "NotDifferentiableError",
+    "OpRedefinedWarning",
     "Registration",
     "ReplicateSharding",
     "RowwiseSharding",
@@ -57,6 +59,7 @@ __all__ = [
     "default_wrap_inputs",
     "device_type_name",
     "fast_paths",
+    "first_call_fake_check_paused",
     "get_op",
     "option_values",
     "register_sharding_rule",

@@ -70,7 +70,13 @@ def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Registered
     fallbacks: dict[str, Registered] = {}
     for key in spec.dispatch_keys:
         kernel = as_registered(
-            spec.fn, spec.differentiable, spec.qualname, "the function", n, spec.signature.schema
+            spec.fn,
+            spec.differentiable,
+            spec.qualname,
+            "the function",
+            n,
+            spec.signature.schema,
+            spec.fake_fn,
         )
         reg.impl(spec.opname, kernel.kernel, key, "fallback")
         for device in DeviceKernels.fallback_devices(key):
@@ -85,16 +91,20 @@ def add_batching(
     """With ``vmap_fn``: the batched op (its kernels and fake) and both vmap rules. Without it,
     opreg's per-sample loop (``BatchingRules.loop_rule``), what PyTorch's own fallback
     computes, without its "performance drop" warning on every call (torch 2.15 shows it) and
-    also for the ops that fallback refuses: those returning a list or a plain value, or taking
-    a list of tensors (``Tensor[]``, ``Tensor?[]``). An op that writes to an argument, of the
-    kinds PyTorch's fallback covers, is left to it: it refuses such ops (out=), as before."""
+    also for the ops that fallback refuses: those returning a list or a plain value, taking
+    a list of tensors (``Tensor[]``, ``Tensor?[]``), or writing to an argument (each entry's
+    slice is a view of the batched argument, so the write lands there). A written argument
+    must be batched wherever another is (``BatchingRules._check_mutated``)."""
     qualname, opname, n = spec.qualname, spec.opname, spec.num_returns
+    signature = spec.signature
+    mutated = [
+        (signature.positional.index(m) if m in signature.positional else m, m)
+        for m in signature.mutated
+    ]
     if spec.vmap_fn is None:
-        signature = spec.signature
-        refused = signature.returns_list or signature.list_args or not all(signature.tensor_returns)
-        if signature.mutated and not refused:
-            return None, None
-        rules = BatchingRules(qualname, entry_point(main), entry_point(main), spec.vmap_out_dims)
+        rules = BatchingRules(
+            qualname, entry_point(main), entry_point(main), spec.vmap_out_dims, mutated=mutated
+        )
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
         return None, rules
     assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
@@ -127,6 +137,7 @@ def add_batching(
         derived_autograd=spec.differentiable,
         autocast=spec.autocast is not None,
         fast=fast,
+        mutated=mutated,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")

@@ -59,13 +59,15 @@ def as_registered(
     label: str,
     num_returns: int,
     schema: str,
+    fake: Callable[..., Any] | None = None,
 ) -> Registered:
     """A kernel as registered: arity-checked, its first call checked for outputs that alias
     inputs (``_aliasing``; ``schema``: the op's, without its name), and run below autograd for
     a non-differentiable op (whose ``Autograd`` key is a fallthrough). Call it once per
-    dispatch key: each registration checks its own first call."""
+    dispatch key: each registration checks its own first call (against ``fake``, the op's
+    fake, too: ``_fake_check``)."""
     checked = checked_arity(kernel, qualname, label, num_returns)
-    first_call = first_call_checked(checked, qualname, label, schema, num_returns)
+    first_call = first_call_checked(checked, qualname, label, schema, num_returns, fake)
     if differentiable:
         return Registered(first_call, first_call)
     signature = parse_signature(qualname, schema)
@@ -164,6 +166,8 @@ class KernelTarget(Protocol):
     @property
     def differentiable(self) -> bool: ...
     @property
+    def fake_fn(self) -> Callable[..., Any]: ...
+    @property
     def vmap_out_dims(self) -> tuple[int | None, ...]: ...
     @property
     def batched_overload(self) -> object | None: ...
@@ -219,7 +223,8 @@ def add_kernel(
         name = op.opname + (BATCHED_SUFFIX if batched else "")
         n = len(op.vmap_out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
-        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n, op.schema)
+        fake = None if batched else op.fake_fn
+        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n, op.schema, fake)
         lib.impl(name, wrapped.kernel, key, allow_override=True)
         handle = KernelHandle(op, device, batched, lib)
         op._kernels[(device, batched)] = handle
