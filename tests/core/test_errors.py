@@ -116,7 +116,7 @@ BAD: list[tuple[str, Callable[..., Any], dict[str, Any], type[Exception], str]] 
         _bad_type,
         {"fake_fn": _fake},
         ValueError,
-        "cannot build a schema",
+        "argument 'd' is annotated as a dict.*pass the values as separate arguments",
     ),
     (
         "invalid schema string",

@@ -1,10 +1,11 @@
-"""The error opreg raises when asked for a derivative that an op does not define."""
+"""The error opreg raises when asked for a derivative that an op does not define, and the
+warning of a name taken over by another definition."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["NotDifferentiableError"]
+__all__ = ["NotDifferentiableError", "OpRedefinedWarning"]
 
 
 class NotDifferentiableError(RuntimeError):
@@ -25,3 +26,10 @@ class NotDifferentiableError(RuntimeError):
         super().__init__(message)
         self.op = op
         self.mode = mode
+
+
+class OpRedefinedWarning(UserWarning):
+    """An op's name was registered again from another definition (another module or another
+    function): the new op takes the name over, and handles of the earlier op raise when called
+    rather than compute the new definition. Re-running the same definition (a notebook cell, a
+    reload: same module and qualname) replaces the op quietly, and its old handles follow."""

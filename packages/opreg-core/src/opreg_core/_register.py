@@ -10,12 +10,14 @@ leaves nothing behind in any table of opreg's.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from . import _registry
 from ._build import build
 from ._dtensor import register_sharding_rule
+from ._errors import OpRedefinedWarning
 from ._op import VmapOp
 from ._options import VmapOpOptions, check_option_names, resolve
 from ._registrar import Registrar, check_name_free
@@ -29,6 +31,7 @@ def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
     spec = resolve(fn, options)
     with registry_lock():
         previous = _registry.lookup(spec.qualname)
+        takeover = previous is not None and not _same_definition(previous.fallback, fn)
         if previous is not None:
             _retire(previous)
         else:
@@ -41,8 +44,29 @@ def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
             raise
         # Also with None: a re-registered name must not keep the earlier op's rule.
         op.__dict__["sharding"] = register_sharding_rule(op, spec.sharding)
-        _registry.add(op)  # earlier handles of the name now call the new definition
+        # Earlier handles of the name now call the new definition; after a takeover, they raise.
+        _registry.add(op, follow=not takeover)
+    if takeover:
+        assert previous is not None  # for mypy: takeover implies an earlier op
+        warnings.warn(
+            f"opreg: {spec.qualname} was registered again by {_registry.definition(fn)}, "
+            f"replacing {_registry.definition(previous.fallback)}: the earlier op's handles now "
+            "raise when called; give one of them another name= if both are meant to exist",
+            OpRedefinedWarning,
+            stacklevel=3,
+        )
     return cast(VmapOp[P, R], op)
+
+
+def _same_definition(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` are the same definition run again (a notebook cell re-run, a
+    reload): the same module and qualname."""
+
+    def key(fn: object) -> tuple[object, object]:
+        name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        return getattr(fn, "__module__", None), name
+
+    return key(a) == key(b)
 
 
 def unregister(qualname: str) -> None:
@@ -106,8 +130,10 @@ def register_vmap_op(
 
     Registering a name that opreg registered before (re-running a notebook cell, a reload)
     replaces the earlier op: its kernels are removed, the new ones registered, and old handles
-    of the op call the new definition. A name held by an operator opreg did not register is
-    refused with ``ValueError``.
+    of the op call the new definition. Registering it from another definition (another module
+    or function qualname) takes the name over with an ``OpRedefinedWarning`` naming both, and
+    the earlier op's handles raise when called. A name held by an operator opreg did not
+    register is refused with ``ValueError``.
     """
     if fn is None:
         check_option_names(options)  # at decoration time, not when the decorator is applied

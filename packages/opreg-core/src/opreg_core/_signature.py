@@ -108,7 +108,7 @@ def infer_schema(
                 f"opreg: {op_name}: schema must be a string, got {type(schema).__name__}"
             )
         return schema
-    _refuse_optional_tensor_lists(op_name, fn)
+    _refuse_before_inferring(op_name, fn)
     hint = "(annotate every parameter and the return with supported types, or pass schema=...)"
     try:
         return torch.library.infer_schema(fn, mutates_args=tuple(mutates_args))
@@ -139,29 +139,78 @@ def optional_tensor_list_error(qualname: str, name: str) -> ValueError:
     )
 
 
-def _refuse_optional_tensor_lists(op_name: str, fn: Callable[..., Any]) -> None:
-    """Refuse a parameter annotated ``list[Tensor] | None`` (or ``Optional[Sequence[Tensor]]``)
-    before ``torch.library.infer_schema`` reads it: torch 2.15 turns it into ``Tensor[]?``,
-    earlier releases refuse it with their own message; opreg says the same on each."""
+def _refuse_before_inferring(op_name: str, fn: Callable[..., Any]) -> None:
+    """Refuse, in opreg's one line, the parameter annotations that
+    ``torch.library.infer_schema`` would refuse with its own long message (a list of every
+    valid type, and a log line of torch's for ``tuple``/``dict`` ones) or turn into a type
+    opreg refuses anyway: ``list[Tensor] | None`` (torch 2.15 turns it into ``Tensor[]?``,
+    earlier releases refuse it with their own message; opreg says the same on each), a
+    ``torch.Generator``, and a ``dict`` or ``tuple`` of values."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return  # infer_schema says what is wrong
     scope = getattr(fn, "__globals__", {})
     for param in parameters:
-        if _is_optional_tensor_list(param.annotation, scope):
+        annotation = _evaluated(param.annotation, scope)
+        if _is_optional_tensor_list(annotation):
             raise optional_tensor_list_error(op_name, param.name)
+        if _is_generator(annotation):
+            raise generator_error(op_name, param.name)
+        container = _container(annotation)
+        if container is not None:
+            raise ValueError(
+                f"opreg: {op_name}: argument '{param.name}' is annotated as a {container}, "
+                "which an operator's schema cannot hold: pass the values as separate arguments, "
+                "or as a list (list[Tensor], list[int], list[float])"
+            )
 
 
-def _is_optional_tensor_list(annotation: Any, scope: dict[str, Any]) -> bool:
-    """Whether an annotation is an optional list (or sequence) of tensors. A string (``from
-    __future__ import annotations``) is evaluated in the function's module, as
-    ``torch.library.infer_schema`` evaluates it."""
+def generator_error(qualname: str, name: str) -> ValueError:
+    """The refusal of a ``torch.Generator`` argument (annotation or schema alike)."""
+    return ValueError(
+        f"opreg: {qualname}: argument '{name}' is a torch.Generator: torch.Generator arguments "
+        "are not supported by torch.library ops (torch.compile cannot pass one to an "
+        "operator): take an int seed and make the generator inside the op (see "
+        "docs/writing-an-op.md)"
+    )
+
+
+def _evaluated(annotation: Any, scope: dict[str, Any]) -> Any:
+    """An annotation, a string (``from __future__ import annotations``) evaluated in the
+    function's module as ``torch.library.infer_schema`` evaluates it; None if it fails."""
     if isinstance(annotation, str):
         try:
-            annotation = eval(annotation, scope)  # (as infer_schema evaluates it)
+            return eval(annotation, scope)  # (as infer_schema evaluates it)
         except Exception:
-            return False  # infer_schema says what is wrong
+            return None  # infer_schema says what is wrong
+    return annotation
+
+
+def _is_generator(annotation: Any) -> bool:
+    """``torch.Generator``, maybe optional."""
+    if annotation is torch.Generator:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return torch.Generator in typing.get_args(annotation)
+    return False
+
+
+def _container(annotation: Any) -> str | None:
+    """ "dict" or "tuple" where the annotation is one (maybe optional, maybe parametrized)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found = [_container(a) for a in typing.get_args(annotation)]
+        return next((f for f in found if f is not None), None)
+    base = typing.get_origin(annotation) or annotation
+    if base in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
+        return "dict"
+    if base is tuple:
+        return "tuple"
+    return None
+
+
+def _is_optional_tensor_list(annotation: Any) -> bool:
+    """Whether an (evaluated) annotation is an optional list (or sequence) of tensors."""
     if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
         return False
     members = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -226,11 +275,6 @@ PLAIN_TYPES = frozenset(
         "Device",
     }
 )
-#: Why a type an op author might try is refused (the other refusals share one message).
-_REFUSED_BECAUSE = {
-    "Generator": "torch.compile cannot pass a torch.Generator to an operator (dynamo cannot "
-    "trace it as an argument); take a seed (int) and make the generator inside the op",
-}
 #: The return types: those ``torch.library.infer_schema`` accepts.
 RETURN_TYPES = frozenset({"Tensor", "List[Tensor]", "int", "float", "bool", "number"})
 
@@ -278,7 +322,9 @@ def _check_argument(qualname: str, arg: Any) -> None:
     base = type_name
     while (match := _WRAPPED.match(base)) is not None:
         base = match.group(1)
-    because = _REFUSED_BECAUSE.get(base) or (
+    if base == "Generator":
+        raise generator_error(qualname, arg.name)
+    because = (
         "an argument is a tensor (Tensor, Tensor?, Tensor[], Tensor?[]) or a plain "
         "value (int, SymInt, float, bool, complex, str, Scalar, ScalarType, Layout, "
         "MemoryFormat, Device; optional or in a list): vmap, autograd and the checks have no "

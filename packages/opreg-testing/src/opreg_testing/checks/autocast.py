@@ -67,6 +67,28 @@ def _leaves(sample: SampleInput, device_type: str) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor) and eligible(t, device_type)]
 
 
+def _leaf_names(sample: SampleInput, device_type: str, arg_names: Sequence[str]) -> list[str]:
+    """The argument name of each of :func:`_leaves`' tensors (``xs[1]`` in a list), in order."""
+    names: list[str] = []
+
+    def add(value: Any, name: str) -> None:
+        if isinstance(value, torch.Tensor):
+            if eligible(value, device_type):
+                names.append(name)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(item, f"{name}[{i}]")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                add(item, f"{name}[{key!r}]")
+
+    for i, value in enumerate(sample.args):
+        add(value, arg_names[i] if i < len(arg_names) else f"argument {i}")
+    for key, value in sample.kwargs.items():
+        add(value, key)
+    return names
+
+
 def _rule_dtype(op: VmapOp[Any, Any], device_type: str, region: torch.dtype) -> torch.dtype:
     target = op.autocast[device_type] if op.autocast is not None else None
     if isinstance(target, torch.dtype):
@@ -197,8 +219,11 @@ def _check_gradients(
         runs.append((grads, inputs))
     (got, inputs), (expected, _) = runs
     tol = tolerance_for(dtype, ctx.tolerance)
-    for i, (g, e, x) in enumerate(zip(got, expected, inputs, strict=True)):
-        where = f"the gradient of cast input {i}"
+    names = _leaf_names(sample32, device_type, ctx.target.arg_names)
+    if len(names) != len(inputs):  # (a container tree_leaves reads otherwise)
+        names = [f"cast input {i}" for i in range(len(inputs))]
+    for name, g, e, x in zip(names, got, expected, inputs, strict=True):
+        where = f"the gradient of argument '{name}'"
         if e is None:
             continue
         if g is None:
@@ -218,7 +243,9 @@ def _check_gradients(
             (g, {}),
             sample,
             case + ", gradients",
-            f"under autocast {where} differs",
+            f"under autocast {where} differs from the expected one: autograd through a "
+            f"differentiable cast to {dtype} and op.fallback (the rule's cast, then the "
+            "fallback, outside autocast)",
             tolerance=tol,
         )
 
