@@ -21,7 +21,13 @@ from tests.test_private_boundaries import INTERNAL_ATTRIBUTES, resolves
 
 from opreg_kernels import _private
 from opreg_kernels._versions import LAUNCHER_LAYOUTS, triton_release
+from opreg_testing import interpreter_enabled
 
+#: Tests that run Triton kernels on CPU tensors, through Triton's interpreter (the GPU run
+#: compiles them instead: the CUDA tests of tests/kernels cover the same internals there).
+needs_interpreter = pytest.mark.skipif(
+    not interpreter_enabled(), reason="runs Triton kernels on CPU tensors (the interpreter)"
+)
 needs_cuda_device = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device (CUDA-only internals)"
 )
@@ -184,6 +190,7 @@ def test_binder_is_left_to_triton_while_a_pre_run_hook_is_registered(
 # -- Triton: autotune and heuristics layers --------------------------------------------------
 
 
+@needs_interpreter
 def test_kernel_layers_unwrap_autotune_and_heuristics_down_to_the_jit_function() -> None:
     triton = _triton()
     from . import autotune_kernels
@@ -202,6 +209,7 @@ def test_kernel_layers_unwrap_autotune_and_heuristics_down_to_the_jit_function()
     assert _private.triton_kernel_layers(print) is None
 
 
+@needs_interpreter
 def test_autotuner_cache_is_keyed_as_autotuner_config_computes() -> None:
     """A real tuning under the interpreter (a benchmarker that times each config by its BLOCK,
     read from the benchmark call's closure): the config ``Autotuner.run`` cached and launched
@@ -244,6 +252,7 @@ def test_autotuner_cache_is_keyed_as_autotuner_config_computes() -> None:
     assert _private.autotuner_base_fn(tuner) is autotune_kernels.scale_kernel.fn
 
 
+@needs_interpreter
 def test_heuristics_values_are_computed_in_order_from_the_arguments_by_name() -> None:
     """``Heuristics.values`` maps each meta-parameter to its function, in declaration order;
     ``arg_names`` names the arguments; each value sees those and the values before it, as

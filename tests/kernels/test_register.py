@@ -400,8 +400,12 @@ def test_a_plain_op_reregistered_under_the_name_has_no_triton_info(
     for handle in (plain, old, f"{ns}::double"):
         with pytest.raises(ValueError, match="not registered by register_triton_op"):
             triton_kernel_info(handle)
-    assert torch.equal(old(torch.ones(2)), torch.full((2,), 2.0))
-    assert recorder.calls == []  # the plain op's fallback, no Triton kernel left on cpu
+    # The plain op took the name over from another definition: the Triton op's handle raises
+    # rather than run it, and the plain op runs its fallback, no Triton kernel left on cpu.
+    with pytest.raises(RuntimeError, match=f"opreg: {ns}::double: this handle's op"):
+        old(torch.ones(2))
+    assert torch.equal(plain(torch.ones(2)), torch.full((2,), 2.0))
+    assert recorder.calls == []
 
 
 @pytest.mark.parametrize("decorator", [True, False])

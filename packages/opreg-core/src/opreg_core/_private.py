@@ -180,8 +180,6 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._is_any_autocast_enabled",
     "torch._C._ExcludeDispatchKeyGuard",
     "torch._C._get_privateuse1_backend_name",
-    "torch._subclasses.fake_tensor.FakeTensorMode",
-    "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor",
 )
 
 _OP = TypeVar("_OP", bound=OpOverload[Any, Any])
@@ -935,27 +933,3 @@ def clear_sharding_caches() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
-
-
-# -- Fake tensors -------------------------------------------------------------------------------
-# Why: the first eager call of each kernel runs the op's fake on fake copies of the same inputs
-# (same shapes, dtypes, devices, no data) and compares its outputs' metadata with the kernel's
-# (``_fake_check``): a wrong fake otherwise passes eager silently and breaks Inductor later.
-# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
-# Public replacement: a public ``FakeTensorMode`` (``torch.library.opcheck`` builds its own).
-
-
-def fake_run(fake: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``fake`` on fake copies of the tensors of ``args`` and ``kwargs`` (detached; lists
-    too), under a fresh ``FakeTensorMode``."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    mode = FakeTensorMode()
-
-    def copy(t: torch.Tensor) -> torch.Tensor:
-        return mode.from_tensor(t.detach())
-
-    fake_args = tree_map_only(torch.Tensor, copy, args)
-    fake_kwargs = tree_map_only(torch.Tensor, copy, kwargs)
-    with mode:
-        return fake(*fake_args, **fake_kwargs)
