@@ -771,3 +771,19 @@ def test_every_internal_has_a_contract_test() -> None:
     assert not uncovered, f"internals of opreg_core._private without a contract test: {uncovered}"
     unknown = sorted(set(COVERED) - internals)
     assert not unknown, f"contract tests name internals INTERNALS does not list: {unknown}"
+
+
+@covers(
+    "torch._subclasses.fake_tensor.FakeTensorMode",
+    "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor",
+)
+def test_fake_run_gives_fake_outputs_with_the_inputs_metadata() -> None:
+    from opreg_core._private import fake_run
+
+    x = torch.randn(3, 4, requires_grad=True)
+    out = fake_run(lambda t, ts: [t.sum(0), ts[0].to(torch.float64)], (x, [x]), {})
+    assert [(tuple(o.shape), o.dtype, o.device.type) for o in out] == [
+        ((4,), torch.float32, "cpu"),
+        ((3, 4), torch.float64, "cpu"),
+    ]
+    assert type(out[0]).__name__ == "FakeTensor"

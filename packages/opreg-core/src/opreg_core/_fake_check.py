@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._private import tree_map_only
+from ._private import fake_run, tree_map_only
 
 #: Whether the first-call comparison is paused (see :func:`first_call_fake_check_paused`).
 _PAUSED: ContextVar[bool] = ContextVar("opreg_first_call_fake_check_paused", default=False)
@@ -89,17 +89,33 @@ def check_fake(
     out: Any,
 ) -> None:
     """Raise if the fake's outputs on ``args`` differ from ``out`` (the outputs of ``label``,
-    a kernel of the op) in shape or dtype."""
+    a kernel of the op) in shape or dtype.
+
+    The fake runs on meta tensors first (cheap, no import); only where that differs does it
+    run again under a ``FakeTensorMode``, as torch.compile runs it, which decides: the meta
+    device and fake tensors disagree for a few ops (``native_batch_norm``)."""
     try:
-        predicted = meta_run(fake, args, kwargs)
+        found = _mismatch(qualname, label, num_returns, out, meta_run(fake, args, kwargs))
     except Exception:
         return  # the fake needs a tracing context (or more): compile checks it there
+    if found is None:
+        return
+    try:
+        found = _mismatch(qualname, label, num_returns, out, fake_run(fake, args, kwargs))
+    except Exception:
+        return  # not as torch.compile runs it: compile checks it there
+    if found is not None:
+        raise RuntimeError(found)
+
+
+def _mismatch(qualname: str, label: str, num_returns: int, out: Any, predicted: Any) -> str | None:
+    """The message for the first output whose shape or dtype the fake got wrong, or None."""
     real_outs, fake_outs = _outputs(out, num_returns), _outputs(predicted, num_returns)
     for i, (real, fake_out) in enumerate(zip(real_outs, fake_outs, strict=False)):
         pairs: list[tuple[str, Any, Any]] = [(f"output {i}", real, fake_out)]
         if isinstance(real, (list, tuple)) and isinstance(fake_out, (list, tuple)):
             if len(real) != len(fake_out):
-                raise RuntimeError(
+                return (
                     f"opreg: {qualname}: output {i} of {label} is a list of {len(real)} "
                     f"tensors, but fake_fn returned {len(fake_out)}: fix fake_fn (torch.compile "
                     "traces with it)"
@@ -111,8 +127,9 @@ def check_fake(
                 continue
             found = _differs(r, f)
             if found is not None:
-                raise RuntimeError(
+                return (
                     f"opreg: {qualname}: {what} of {label} on {r.device.type} has {found}: "
                     "fix fake_fn "
                     "(torch.compile traces with it, and Inductor fails on a wrong one)"
                 )
+    return None

@@ -87,6 +87,7 @@ __all__ = [
     "enable_single_level_autograd_function",
     "entry_point",
     "excluding_dispatch_key",
+    "fake_run",
     "forget_sharding_strategies",
     "forward_ad_level",
     "forward_mode_ad_active",
@@ -180,6 +181,8 @@ INTERNALS: tuple[str, ...] = (
     "torch._C._is_any_autocast_enabled",
     "torch._C._ExcludeDispatchKeyGuard",
     "torch._C._get_privateuse1_backend_name",
+    "torch._subclasses.fake_tensor.FakeTensorMode",
+    "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor",
 )
 
 _OP = TypeVar("_OP", bound=OpOverload[Any, Any])
@@ -933,3 +936,29 @@ def clear_sharding_caches() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+# -- Fake tensors -------------------------------------------------------------------------------
+# Why: the first eager call of each kernel runs the op's fake on meta copies of its inputs and
+# compares the outputs' shapes and dtypes (``_fake_check``). Where they differ, the fake is run
+# again under a ``FakeTensorMode``, as torch.compile runs it, before the op is blamed: for some
+# ops the meta device and fake tensors disagree (``native_batch_norm``'s saved statistics in
+# eval mode). Only then: building the mode imports torch's compiler stack (and Triton).
+# Checked on torch 2.11, 2.13, 2.14, 2.15 (``tests/core/test_internals_contract.py``).
+# Public replacement: a public ``FakeTensorMode`` (``torch.library.opcheck`` builds its own).
+
+
+def fake_run(fake: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fake`` on fake copies of the tensors of ``args`` and ``kwargs`` (detached; lists
+    too), under a fresh ``FakeTensorMode``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        return mode.from_tensor(t.detach())
+
+    fake_args = tree_map_only(torch.Tensor, copy, args)
+    fake_kwargs = tree_map_only(torch.Tensor, copy, kwargs)
+    with mode:
+        return fake(*fake_args, **fake_kwargs)
