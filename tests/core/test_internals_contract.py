@@ -13,33 +13,23 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
 import torch._C._functorch as functorch_c
 import torch.autograd.forward_ad as forward_ad
+from tests.contract_coverage import Coverage
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opreg_core import _private
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: internal -> the tests that cover it (filled by ``@covers`` at import).
-COVERED: dict[str, list[str]] = {}
-
-
-def covers(*internals: str) -> Callable[[F], F]:
-    """Declare the ``INTERNALS`` entries a test exercises."""
-
-    def mark(test: F) -> F:
-        for name in internals:
-            COVERED.setdefault(name, []).append(test.__name__)
-        return test
-
-    return mark
+#: Which internals each test covers (``@covers``), checked by the last test.
+_coverage = Coverage()
+covers = _coverage.covers
+COVERED = _coverage.covered
 
 
 @pytest.fixture
@@ -766,11 +756,7 @@ def test_clear_sharding_prop_cache_and_its_fallback_clear_dtensors_caches() -> N
 
 
 def test_every_internal_has_a_contract_test() -> None:
-    internals = set(_private.INTERNALS)
-    uncovered = sorted(internals - set(COVERED))
-    assert not uncovered, f"internals of opreg_core._private without a contract test: {uncovered}"
-    unknown = sorted(set(COVERED) - internals)
-    assert not unknown, f"contract tests name internals INTERNALS does not list: {unknown}"
+    _coverage.check(_private.INTERNALS, "opreg_core._private")
 
 
 @covers(

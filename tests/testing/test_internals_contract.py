@@ -9,29 +9,16 @@ covered by some test here, and that every name a test declares is an entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import pytest
 import torch
+from tests.contract_coverage import Coverage
 
 from opreg_testing import OpNamespace, _private
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: internal -> the tests that cover it (filled by ``@covers`` at import).
-COVERED: dict[str, list[str]] = {}
-
-
-def covers(*internals: str) -> Callable[[F], F]:
-    """Declare the ``INTERNALS`` entries a test exercises."""
-
-    def mark(test: F) -> F:
-        for name in internals:
-            COVERED.setdefault(name, []).append(test.__name__)
-        return test
-
-    return mark
+#: Which internals each test covers (``@covers``), checked by the last test.
+_coverage = Coverage()
+covers = _coverage.covers
+COVERED = _coverage.covered
 
 
 @pytest.fixture
@@ -164,10 +151,4 @@ def test_tensor_version_counts_the_writes_autograd_sees() -> None:
 
 
 def test_every_internal_has_a_contract_test() -> None:
-    internals = set(_private.INTERNALS)
-    uncovered = sorted(internals - set(COVERED))
-    assert not uncovered, (
-        f"internals of opreg_testing._private without a contract test: {uncovered}"
-    )
-    unknown = sorted(set(COVERED) - internals)
-    assert not unknown, f"contract tests name internals INTERNALS does not list: {unknown}"
+    _coverage.check(_private.INTERNALS, "opreg_testing._private")
