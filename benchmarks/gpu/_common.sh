@@ -2,7 +2,7 @@
 # the Python to use, a record of the environment, pytest from local wheels, and `step`, which
 # runs one command under a time limit, logs it and records its exit status.
 #
-# After sourcing: $root, $OUT (created; default $OUT_DEFAULT or benchmarks/gpu/out), $py
+# After sourcing: $root, $OUT (created; default $OUT_DEFAULT or benchmarks/results/gpu/out), $py
 # ($PYTHON or python3), $wheels ($OPREG_GPU_WHEELS or build/gpu-wheels), $status (0, set to 1
 # by a failed step) and $summary ($SUMMARY_FILE or summary.txt in $OUT, emptied: each step's
 # outcome is appended to it). The variables
@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$PWD"
-OUT="${OUT:-${OUT_DEFAULT:-$root/benchmarks/gpu/out}}"
+OUT="${OUT:-${OUT_DEFAULT:-$root/benchmarks/results/gpu/out}}"
 mkdir -p "$OUT"
 py="${PYTHON:-python3}"
 wheels="${OPREG_GPU_WHEELS:-$root/build/gpu-wheels}"

@@ -23,19 +23,19 @@
 #         torch.compile of the loaded program, and the error before the ops are imported
 # userkernels benchmarks/bench_user_kernels.py (a user's Triton op against its launcher, and
 #         against a hand-written autograd.Function: 1-tensor and 6-argument signatures)
-# exact   benchmarks/gpu/exact_normal.py: philox_normal_exact's CUDA kernel vs its CPU fallback
+# exact   benchmarks/exact_normal.py: philox_normal_exact's CUDA kernel vs its CPU fallback
 #         bit for bit (2**26 * 3.6 values), and its GB/s vs torch.randn / philox_normal
 #         ($OUT/exact_normal.json)
 # autocast the autocast tests (tests/core/test_autocast.py, tests/kernels/test_autocast_triton.py:
 #         bf16 and fp16 against ATen's CUDA lists, the Triton launcher, CUDA graphs), then
-#         benchmarks/gpu/bench_autocast.py (what the rule costs and saves, graphs included)
+#         benchmarks/bench_autocast.py (what the rule costs and saves, graphs included)
 # training benchmarks/bench_training.py on CUDA tensors, then on this host's CPU (an op
 #         against a hand-written autograd.Function)
 # swiglu  benchmarks/bench_swiglu.py (a Liger-style SwiGLU with an in-place Triton backward,
 #         8192x4096 and 4x64 bf16: the opreg op against the hand-written Function, forward +
 #         backward), after tests/kernels/test_swiglu_inplace.py on CUDA
 #
-# Logs and results go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
+# Logs and results go to $OUT (default benchmarks/results/gpu/out): environment.txt, one .log per step,
 # bench.json, summary.txt. If pytest or hypothesis is missing, both are installed into a scratch
 # directory from the wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels, made by fetch_wheels.sh).
 # Exit status: 0 if every step passed.
@@ -62,12 +62,12 @@ for name in "${steps[@]}"; do
     export) step tests_export 300 "$py" -m pytest tests/kernels/test_export.py "${pytest_args[@]}" -q ;;
     userkernels) step bench_user_kernels 400 "$py" benchmarks/bench_user_kernels.py \
       --json "$OUT/user_kernels.json" ;;
-    exact) step exact_normal 590 "$py" benchmarks/gpu/exact_normal.py --out "$OUT/exact_normal.json" ;;
+    exact) step exact_normal 590 "$py" benchmarks/exact_normal.py --out "$OUT/exact_normal.json" ;;
     training) step bench_training 300 bash -c "'$py' benchmarks/bench_training.py --device cuda --rounds 21 --number 1000 \
       --json '$OUT/training_cuda.json' && '$py' benchmarks/bench_training.py --device cpu --rounds 21 --number 1000 \
       --json '$OUT/training_cpu.json'" ;;
     autocast) step tests_autocast 300 bash -c "'$py' -m pytest tests/core/test_autocast.py \
-      tests/kernels/test_autocast_triton.py ${pytest_args[*]} -q && '$py' benchmarks/gpu/bench_autocast.py" ;;
+      tests/kernels/test_autocast_triton.py ${pytest_args[*]} -q && '$py' benchmarks/bench_autocast.py" ;;
     swiglu) step tests_swiglu 240 "$py" -m pytest tests/kernels/test_swiglu_inplace.py "${pytest_args[@]}" -q
       step bench_swiglu 240 "$py" benchmarks/bench_swiglu.py --device cuda --json "$OUT/swiglu.json" ;;
     *) echo "unknown step $name (tests, interp, bench, benchmain, distributed, core, testing, benchcore, direct, export, userkernels, exact, training, autocast, swiglu)"; status=1 ;;

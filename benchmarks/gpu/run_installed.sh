@@ -9,7 +9,7 @@
 # Installs the built wheels from dist/ (pytest and hypothesis from build/gpu-wheels) into a
 # fresh venv that sees the system's torch and Triton, resolves opreg-kernels[triton] against
 # them, then runs `opreg check opreg_kernels` (every device present) and the downstream
-# example's tests on CUDA. Logs go to $OUT (default benchmarks/gpu/out). Exit 0 if all passed.
+# example's tests on CUDA. Logs go to $OUT (default benchmarks/results/gpu/out). Exit 0 if all passed.
 SUMMARY_FILE=installed_summary.txt
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 venv="${TMPDIR:-/tmp}/opreg-installed"

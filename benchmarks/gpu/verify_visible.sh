@@ -15,7 +15,7 @@
 #        and large (GPU ms) inputs; JSON, log and the generated code (code.tgz)
 # full   tests/kernels whole, on CUDA (as run_gpu.sh tests)
 #
-# Logs go to $OUT (default benchmarks/gpu/out): environment.txt, one .log per step,
+# Logs go to $OUT (default benchmarks/results/gpu/out): environment.txt, one .log per step,
 # visible.json, code.tgz, summary.txt. If pytest or hypothesis is missing, both are installed
 # into a scratch directory from the wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels).
 # Exit status: 0 if every step passed.

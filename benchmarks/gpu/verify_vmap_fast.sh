@@ -14,18 +14,18 @@
 # core       tests/core and tests/test_private_boundaries.py
 # others     tests/kernels/test_register.py and tests/testing/test_bad_ops_are_caught.py
 # kernels    tests/kernels on CUDA (the Triton ops under vmap keep their device kernels)
-# profile    benchmarks/profile_vmap.py (each short path alone, host CPU)
+# profile    benchmarks/probes/profile_vmap.py (each short path alone, host CPU)
 # curve      benchmarks/bench_vmap_curve.py --paths --only-opreg (host CPU; JSON in $OUT)
 #
 # All steps take about 8-10 minutes on the H200 host (kernels and curve the longest); under a
 # 10-minute limit per command run them in two calls, e.g. `... env short dispatcher core others`
 # then `... kernels profile curve`.
 #
-# Logs and results go to $OUT (default benchmarks/gpu/out/vmap_fast): environment.txt, one .log
+# Logs and results go to $OUT (default benchmarks/results/gpu/out/vmap_fast): environment.txt, one .log
 # per step, vmap_curve_paths.json, summary.txt. pytest and hypothesis, if missing, are installed
 # into a scratch directory from the wheels in $OPREG_GPU_WHEELS (default build/gpu-wheels).
 # Exit status: 0 if every step passed.
-OUT_DEFAULT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out/vmap_fast"
+OUT_DEFAULT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/results/gpu/out/vmap_fast"
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 use_source_tree
 record_environment
@@ -67,7 +67,7 @@ for name in "${steps[@]}"; do
     others) step tests_others 400 "$py" -m pytest tests/kernels/test_register.py \
       tests/testing/test_bad_ops_are_caught.py "${pytest_args[@]}" ;;
     kernels) step tests_kernels_cuda 400 "$py" -m pytest tests/kernels "${pytest_args[@]}" ;;
-    profile) step profile_vmap 300 bash -c "cd benchmarks && '$py' profile_vmap.py" ;;
+    profile) step profile_vmap 300 bash -c "'$py' benchmarks/probes/profile_vmap.py" ;;
     curve) step bench_vmap_curve 500 bash -c \
       "cd benchmarks && '$py' bench_vmap_curve.py --paths --only-opreg --json '$OUT/vmap_curve_paths.json'" ;;
     *) echo "unknown step $name (env short dispatcher core others kernels profile curve)"; status=1 ;;

@@ -188,7 +188,7 @@ def test_cached_launches_match_for_every_specialisation() -> None:
 def test_philox_normal_exact_matches_the_cpu_fallback_bit_for_bit_on_2_26_values() -> None:
     """The exact op's CUDA kernel against its CPU fallback, 2**26 values: long rows at a
     counter whose low word wraps, odd-length rows past 2**32 calls, and many short rows
-    (benchmarks/gpu/exact_normal.py checks 3.6 * 2**26 more, and times the op)."""
+    (benchmarks/exact_normal.py checks 3.6 * 2**26 more, and times the op)."""
     from opreg_kernels.ops.philox import philox_normal_exact
 
     cases = [

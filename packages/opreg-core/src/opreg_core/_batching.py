@@ -19,7 +19,8 @@ PyTorch's per-sample fallback never runs (unless ``max_vmap_level`` caps the dep
 the cap are computed by a per-sample loop, as PyTorch's fallback would).
 
 Two short paths, same results with fewer Python kernel crossings (each measured alone in
-``benchmarks/profile_vmap.py``), taken only where their preconditions hold, else the path above:
+``benchmarks/probes/profile_vmap.py``), taken only where their preconditions hold, else the
+path above:
 
 - The fold (several vmap levels): where every functorch level is a vmap level (known from
   every level batching some argument: only a vmap level batches tensors) and nothing

@@ -59,7 +59,7 @@ _MIN_U1: tl.constexpr = tl.constexpr(BOX_MULLER_MIN_U1)
 
 #: Philox calls (4 outputs each) per block (a short-row program), and warps per program: 8
 #: calls per thread (the best of the sweeps in ``benchmarks/bench_kernels.py`` and
-#: ``benchmarks/gpu/sweep_normal.py`` on an H200).
+#: ``benchmarks/probes/sweep_normal.py`` on an H200).
 DEFAULT_BLOCK = 1024
 DEFAULT_NUM_WARPS = 4
 #: Box-Muller's sin/cos from one shared range reduction, a short polynomial for sin and
@@ -73,10 +73,10 @@ DEFAULT_FAST_SINCOS = True
 DEFAULT_PTX_MATH = True
 #: Blocks of ``block`` calls per long-row program, one after the other (the row/chunk
 #: division, the seed load and the program start paid once per ``loop * block`` calls): the
-#: best of ``benchmarks/gpu/sweep_normal.py`` on an H200 (8 about equal).
+#: best of ``benchmarks/probes/sweep_normal.py`` on an H200 (8 about equal).
 DEFAULT_LOOP = 4
-#: The exact kernel's launch shapes (``benchmarks/gpu/exact_normal.py`` on an H200, run12 of
-#: benchmarks/gpu/results/2026-12-02): long rows (at least ``EXACT_LONG_BLOCK`` calls) in
+#: The exact kernel's launch shapes (``benchmarks/exact_normal.py`` on an H200, run12 of
+#: benchmarks/results/gpu/2026-12-02): long rows (at least ``EXACT_LONG_BLOCK`` calls) in
 #: programs of 1024 calls on 4 warps (8 calls per thread, as the default kernel; 8 warps within
 #: 1 %), short rows in blocks of 512 calls on 4 warps (4 per thread; 256 calls: 4 % slower).
 EXACT_LONG_BLOCK = 1024
@@ -461,7 +461,7 @@ def launch_rows(
     """Launch a Philox kernel for the flattened ``seeds``: returns ``(seeds.numel(), n)`` float32.
 
     No argument checks here (the op launchers do them); the keywords exist for tuning (see
-    ``benchmarks/bench_kernels.py`` and ``benchmarks/gpu/sweep_normal.py``; the ``DEFAULT_*``
+    ``benchmarks/bench_kernels.py`` and ``benchmarks/probes/sweep_normal.py``; the ``DEFAULT_*``
     constants say what each does; ``block`` and ``num_warps`` left out: ``DEFAULT_*``, or the
     ``EXACT_*`` shapes with ``exact``). ``loop`` applies to long rows, ``fast_sincos`` to normals,
     ``ptx_math`` to normals where PTX runs (see :func:`_ptx_device`). Plain tensors (eager)

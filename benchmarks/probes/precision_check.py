@@ -1,7 +1,7 @@
 """The autograd check on CUDA for kernels computing in float32 (issue 20, finding 4).
 
     PYTHONPATH=packages/opreg-core/src:packages/opreg-kernels/src:packages/opreg-testing/src \\
-        python3 benchmarks/gpu/precision_check.py
+        python3 benchmarks/probes/precision_check.py
 
 1. examples/triton_rmsnorm.py's autotuned RMSNorm (float32 Triton kernels, a Triton backward
    op without a backward): the check passes, reports float32 kernel precision and "once

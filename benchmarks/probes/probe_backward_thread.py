@@ -1,7 +1,7 @@
 """Where the mutating op's call in a backward goes on CUDA (issue #24's SwiGLU): the same call
 timed inside a backward, which autograd runs on its CUDA device thread, and on the main thread.
 
-    python benchmarks/gpu/probe_backward_thread.py      (a CUDA device; from the repository root)
+    python benchmarks/probes/probe_backward_thread.py      (a CUDA device; from the repository root)
 
 An op like examples/triton_swiglu.py's ``swiglu`` whose backward times, with
 ``time.perf_counter``, (a) one dispatch key-set read (what the direct call checks per tensor),

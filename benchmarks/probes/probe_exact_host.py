@@ -1,6 +1,6 @@
 """Host time per call of the Philox normal ops on small outputs (CUDA), twice over.
 
-    python benchmarks/gpu/probe_exact_host.py
+    python benchmarks/probes/probe_exact_host.py
 
 Microseconds per call (``bench_kernels.host_us``: the median of 15 rounds of 2000 calls queued
 back to back, after 50 warm-up calls), for ``philox_normal`` and ``philox_normal_exact`` as ops

@@ -1,7 +1,7 @@
 """Which route of the in-place write costs least in a SwiGLU training step's backward
 (issue #24), measured as bench_swiglu.py measures its steps (queued, 8192x4096 and 4x64 bf16).
 
-    python benchmarks/gpu/probe_swiglu_routes.py      (a CUDA device; from the repository root)
+    python benchmarks/probes/probe_swiglu_routes.py      (a CUDA device; from the repository root)
 
 Each contender is the example's op (examples/triton_swiglu.py) with another backward:
 

@@ -1,6 +1,6 @@
 """The least a Python batching rule can cost under ``torch.vmap`` (issue #14, part 2).
 
-    python benchmarks/vmap_floor.py
+    python benchmarks/probes/vmap_floor.py
 
 An operator whose ``FuncTorchBatched`` kernel is the smallest correct Python rule for an
 element-wise add of two arguments, the first batched at dim 0 (unwrap both, expand the
@@ -15,15 +15,19 @@ is above this floor.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch._C import _functorch
 from torch.func import vmap
 
-from bench_core import best_us
 from opreg_core import register_vmap_op
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_core
+from bench_core import best_us
 
 
 def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

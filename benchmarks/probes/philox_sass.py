@@ -1,6 +1,6 @@
 """Static SASS instruction counts of the Philox normal kernels, compiled for sm_90 without a GPU.
 
-    python benchmarks/philox_sass.py [--dump DIR]
+    python benchmarks/probes/philox_sass.py [--dump DIR]
 
 Compiles the long-row kernel (``loop`` 1, block 1024, unmasked) as the launchers do on an
 H100/H200 — ``philox_normal``'s (hardware log2, fused reduction) and ``philox_normal_exact``'s

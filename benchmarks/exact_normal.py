@@ -1,6 +1,6 @@
 """``opreg::philox_normal_exact`` on a CUDA GPU: bit-identity with the CPU fallback, and speed.
 
-    python benchmarks/gpu/exact_normal.py [--out result.json] [--quick]
+    python benchmarks/exact_normal.py [--out result.json] [--quick]
 
 (with the packages not installed: PYTHONPATH=packages/opreg-core/src:packages/opreg-kernels/src:
 packages/opreg-testing/src; ``run_gpu.sh exact`` sets it and writes ``$OUT/exact_normal.json``).
@@ -42,7 +42,7 @@ from opreg_kernels import philox_normal, philox_uniform
 from opreg_kernels.ops.philox import philox_normal_exact
 from opreg_kernels.ops.philox import triton_kernels as philox
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(_ROOT / "benchmarks"))
 from bench_kernels import environment, free_memory, gpu_ms, host_us  # noqa: E402
 

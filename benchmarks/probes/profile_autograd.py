@@ -1,6 +1,6 @@
 """What recording a call for autograd costs, piece by piece (issue #13, part 3).
 
-    python benchmarks/profile_autograd.py [cpu|cuda]
+    python benchmarks/probes/profile_autograd.py [cpu|cuda]
 
 A trivial "launcher" (``torch.empty_like``, no autograd graph of its own) is called directly,
 inside a bare single-level autograd Function (the least recording can cost), the same with
@@ -12,13 +12,16 @@ Best of 7 runs of 5000 calls, µs per call.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, cast
 
 import torch
 from torch.autograd.function import _SingleLevelFunction
 
-from bench_core import best_us
 from opreg_core import register_vmap_op
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_core
+from bench_core import best_us
 
 
 def launcher(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

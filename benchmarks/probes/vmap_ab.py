@@ -1,7 +1,7 @@
 """An opreg-core change's effect under vmap, against a baseline version, in one process.
 
     git worktree add /tmp/baseline HEAD~1
-    python benchmarks/vmap_ab.py /tmp/baseline/packages/opreg-core/src/opreg_core
+    python benchmarks/probes/vmap_ab.py /tmp/baseline/packages/opreg-core/src/opreg_core
 
 The machines the project is measured on vary by more between runs than a change to the vmap
 rules gains, so this script times both versions interleaved in the same process: the
@@ -27,6 +27,8 @@ from typing import Any
 import torch
 
 import opreg_core
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_core
 from bench_core import median_us, nested_vmap
 
 BASELINE = "opreg_core_baseline"

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.kernels
 
 from opreg_kernels import register_triton_op
 

@@ -6,7 +6,7 @@ interleaved), at vmap depth 1, 2 and 3 (64 samples), for the default op and a
 the batched op's twin without autograd kernel at the last level), ``fold`` (only the fold of
 every level into one direct ``vmap_fn`` call) and ``both`` (the default). Run::
 
-    python benchmarks/profile_vmap.py [--frames]
+    python benchmarks/probes/profile_vmap.py [--frames]
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ import argparse
 import statistics
 import sys
 from collections import Counter
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import torch
 
 import opreg_core._batching as batching
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_core
 from bench_core import OPREG_DEFAULT, OPREG_NONDIFF, build_ops, nested_vmap, sample_us
 
 TORCH_DIR = torch.__file__.rsplit("/", 1)[0]

@@ -1,7 +1,7 @@
 """What the direct call's pieces cost per call on this host, on the main thread and inside a
 backward on autograd's CUDA device thread (issue #24: the SwiGLU step's backward).
 
-    python benchmarks/gpu/probe_call_costs.py      (a CUDA device; from the repository root)
+    python benchmarks/probes/probe_call_costs.py      (a CUDA device; from the repository root)
 
 Each figure is the best of 5 timeit repeats of 2000 calls, per call, in ns: unlike
 ``probe_backward_thread.py`` (single calls between two ``perf_counter`` reads), no timer is

@@ -1,7 +1,7 @@
 """Where a recorded forward of a user's Triton op goes beyond a hand-written Function on this
 host (issue #24: ``bench_user_kernels``' forward rows, 1.11-1.18x on the H200).
 
-    python benchmarks/gpu/probe_forward_costs.py [--rounds 21] [--number 1000]
+    python benchmarks/probes/probe_forward_costs.py [--rounds 21] [--number 1000]
                                                  (a CUDA device; from the repository root)
 
 For ``bench_user_kernels``' 1-tensor and 6-argument ops (fast-launched Triton kernels on 4x64

@@ -1,6 +1,6 @@
 """Where a user's Triton op spends its host time, launcher by launcher (issue #21, part 5).
 
-    python benchmarks/gpu/profile_fast_in_op.py [--calls 20000] [--repeats 7] [--out DIR]
+    python benchmarks/probes/profile_fast_in_op.py [--calls 20000] [--repeats 7] [--out DIR]
 
 Needs CUDA (an H200 host in the issue). A tiny ``axpy`` kernel (16 elements: the host is the
 limit), launched four ways and wrapped three ways, all timed in one run:

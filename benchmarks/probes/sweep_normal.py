@@ -1,6 +1,6 @@
 """Sweep the launch shapes of ``opreg::philox_normal``'s Triton kernels on a CUDA GPU.
 
-    python benchmarks/gpu/sweep_normal.py [--json out.json] [--quick]
+    python benchmarks/probes/sweep_normal.py [--json out.json] [--quick]
 
 (with the packages not installed: PYTHONPATH=packages/opreg-core/src:packages/opreg-kernels/src:
 packages/opreg-testing/src). For rows x cols = 1024 x 2^18 (long rows) and 2^26 x 4 (short

@@ -2,7 +2,7 @@
 alternating subprocesses on one host (issue #24: is a change's effect above the host's noise?).
 
     git archive REV packages/opreg-core/src | tar -x -C OLD
-    python benchmarks/gpu/ab_vs_function.py OLD/packages/opreg-core/src [--rounds 2]
+    python benchmarks/probes/ab_vs_function.py OLD/packages/opreg-core/src [--rounds 2]
 
 Each round runs ``bench_user_kernels.bench_vs_function("cuda", 1000, 11)`` with the other tree's
 opreg-core first (``old``), then this checkout's (``new``); opreg-kernels and opreg-testing
