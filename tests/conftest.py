@@ -18,7 +18,7 @@ Route = Callable[..., tuple[str, Any]]
 def _entries(op: Any) -> Iterator[list[int]]:
     """Counts the calls the op object hands to the dispatcher (its C++ entry point, held by
     the direct call's closure)."""
-    call = type(op).__dict__["__call__"]
+    call = op._state.call
     cell = call.__closure__[call.__code__.co_freevars.index("entry")]
     entry = cell.cell_contents
     count = [0]

@@ -202,7 +202,7 @@ def test_register_kernel_again_replaces_previous(ns: str) -> None:
     op.register_kernel("cpu", lambda x: x + 10)
     op.register_kernel("cpu", lambda x: x + 20)
     assert torch.equal(op(torch.zeros(1)), torch.full((1,), 20.0))
-    assert len(op._kernels) == 1
+    assert len(op._state.handles) == 1
 
 
 def test_public_api_is_declared() -> None:

@@ -1,5 +1,6 @@
-"""The Python frames a call of an op runs: through the op object (the direct call,
-``_direct_call``) only opreg's one frame, its forward-AD query and the kernel's own frames
+"""The Python frames a call of an op runs: through the op object (``opreg_core._call_path``)
+only opreg's one frame (and its route's, for a recorded call), its forward-AD query and the
+kernel's own frames
 (no wrapper of opreg's between the caller and the kernel); through the dispatcher
 (``torch.ops``), the dispatcher's kernels."""
 
@@ -58,9 +59,9 @@ def _frames(call: Callable[[], Any]) -> list[str]:
         # An input requires grad: the fallback behind the guard that runs it below autograd.
         (False, True, ["call", "guarded", "double"]),
         (True, False, ["call", "double"]),
-        # Recorded: the op's Function, whose forward (settled after the warm call, see
-        # DirectRecord.function_for) runs the fallback.
-        (True, True, ["call", "plain_forward", "double"]),
+        # Recorded: the ``recorded`` route applies the op's Function, whose forward (settled
+        # after the warm call, see DirectRecord.function_for) runs the fallback.
+        (True, True, ["call", "recorded", "plain_forward", "double"]),
     ],
 )
 def test_a_call_runs_only_the_kernels_frames(

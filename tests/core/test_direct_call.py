@@ -1,6 +1,6 @@
-"""The direct call (``_direct_call``): an op object takes the dispatcher's route itself when only
-plain tensors take part and nothing could route the call differently, and leaves every other
-call to the dispatcher. Each test says which route a call takes (a spy on the op's entry into
+"""The direct call (``opreg_core._call_path``): an op object takes the dispatcher's route
+itself when only plain tensors take part and nothing could route the call differently, and
+leaves every other call to the dispatcher. Each test says which route a call takes (a spy on the op's entry into
 the dispatcher) and that the results, gradients and errors are the dispatcher's."""
 
 from __future__ import annotations
@@ -424,7 +424,7 @@ def test_unregister_and_re_register(route: Any, ns: str) -> None:
     unregister(f"{ns}::f")
     with pytest.raises(Exception):  # noqa: B017 (the dispatcher's own error)
         again(x)
-    assert not again._device_kernels.serving
+    assert not again._state.device_kernels.serving
 
 
 # -- non-differentiable ops, and the gradients' checks ----------------------------------------
@@ -570,17 +570,17 @@ def test_ops_the_plan_does_not_cover_keep_the_entry_point(ns: str) -> None:
 
     op = register_vmap_op(split, name=f"{ns}::split",
                           fake_fn=lambda x: [torch.empty_like(x), torch.empty_like(x)])  # fmt: skip
-    assert type(op).__dict__["__call__"] is op.overload._op
+    assert op._state.call is op.overload._op
     written_list = register_vmap_op(
         lambda xs, y: None, schema="(Tensor(a!)[] xs, Tensor y) -> ()", name=f"{ns}::list_written",
         mutates_args=("xs",), fake_fn=lambda xs, y: None,
     )  # fmt: skip
-    assert type(written_list).__dict__["__call__"] is written_list.overload._op
+    assert written_list._state.call is written_list.overload._op
     optional = register_vmap_op(
         lambda x, y: None, schema="(Tensor x, Tensor(a!)? y) -> ()", name=f"{ns}::opt_written",
         mutates_args=("y",), fake_fn=lambda x, y: None,
     )  # fmt: skip
-    assert type(optional).__dict__["__call__"] is optional.overload._op
+    assert optional._state.call is optional.overload._op
 
 
 # -- list arguments ----------------------------------------------------------------------------
@@ -894,7 +894,7 @@ def test_inference_tensors_and_below_a_version_bump_go_to_the_dispatcher(
     # With one kernel for every device type, an inference tensor goes to the dispatcher; with
     # a device kernel the call enters the dispatcher below the op's ADInplaceOrView key (the
     # spy counts the entry from the top only), which has nothing to bump either.
-    everywhere = add_into._device_kernels.everywhere is not None
+    everywhere = add_into._state.device_kernels.everywhere is not None
     assert route(add_into, frozen, torch.ones(3), 1.0)[0] == (DISPATCHER if everywhere else DIRECT)
     torch.testing.assert_close(frozen, torch.ones(3))
     out, x = torch.zeros(3), torch.ones(3)
@@ -1000,27 +1000,27 @@ def test_plain_keys_learnt_in_inference_mode_are_a_normal_tensors(route: Any, ns
     no key set; a key set learnt while inference mode is on is a normal tensor's (not an
     inference tensor's), so later calls, which read the tensors' key sets, still take the
     direct route. (A differentiable op: a mutating one's write reads no key set.)"""
-    from opreg_core import _direct_call
+    from opreg_core._call_path import plain
     from opreg_core._private import dispatch_keys_raw
 
     op = register_vmap_op(lambda x: x * 2, schema="(Tensor x) -> Tensor", name=f"{ns}::learnt",
                           fake_fn=torch.empty_like, backward=lambda ctx, g: g * 2)  # fmt: skip
     op.register_kernel("cpu", lambda x: x * 2)
-    saved = dict(_direct_call._PLAIN_KEYS)
-    _direct_call._PLAIN_KEYS.clear()
+    saved = dict(plain.PLAIN_KEYS)
+    plain.PLAIN_KEYS.clear()
     try:
         x = torch.ones(3)
         with torch.inference_mode():
             assert route(op, x)[0] == DISPATCHER
-            assert not _direct_call._PLAIN_KEYS
-            assert _direct_call._plain_device_type(x, dispatch_keys_raw(x)) == "cpu"
+            assert not plain.PLAIN_KEYS
+            assert plain.plain_device_type(x, dispatch_keys_raw(x)) == "cpu"
         taken, out = route(op, x)
         assert taken == DIRECT
         torch.testing.assert_close(out, torch.full((3,), 2.0))
-        assert {dispatch_keys_raw(x): "cpu"} == _direct_call._PLAIN_KEYS
+        assert {dispatch_keys_raw(x): "cpu"} == plain.PLAIN_KEYS
     finally:
-        _direct_call._PLAIN_KEYS.clear()
-        _direct_call._PLAIN_KEYS.update(saved)
+        plain.PLAIN_KEYS.clear()
+        plain.PLAIN_KEYS.update(saved)
 
 
 # -- keyword-only arguments --------------------------------------------------------------------

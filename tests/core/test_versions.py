@@ -206,7 +206,7 @@ def test_the_call_of_an_op_registered_on_an_untested_torch_is_the_dispatchers(
     ns: str, untested: None
 ) -> None:
     op = _square_op(ns, "sq")
-    assert type(op).__dict__["__call__"] is op.overload._op  # no direct call: the entry point
+    assert op._state.call is op.overload._op  # no direct call: the entry point
     x = torch.randn(3, dtype=torch.float64, requires_grad=True)
     w = torch.randn(3, dtype=torch.float64)
     out = op(x, w)
@@ -226,7 +226,7 @@ def test_the_same_op_on_a_tested_torch_takes_the_direct_call(ns: str, route: Any
     if not versions.TORCH_TESTED:
         pytest.skip(f"torch {torch.__version__} is outside the tested range")
     op = _square_op(ns, "sq")
-    assert type(op).__dict__["__call__"] is not op.overload._op
+    assert op._state.call is not op.overload._op
     x, w = torch.randn(3, requires_grad=True), torch.randn(3)
     taken, out = route(op, x, w)
     assert taken == "direct"
@@ -239,7 +239,7 @@ def test_an_op_keeps_the_paths_it_was_registered_with(
     monkeypatch.setattr(versions, "TORCH_TESTED", False)
     op = _square_op(ns, "sq")
     monkeypatch.setattr(versions, "TORCH_TESTED", True)
-    assert type(op).__dict__["__call__"] is op.overload._op
+    assert op._state.call is op.overload._op
     torch.testing.assert_close(op(torch.ones(2), torch.ones(2)), torch.ones(2))
 
 

@@ -73,3 +73,13 @@ def _triton_cases() -> None:
     register_triton_op(_f, fake_fn=_fake, triton_fn=_f, autocast=1)  # type: ignore[call-overload]
     register_triton_op(_f, fake_fn=_fake, triton_fnn=_f)  # type: ignore[call-overload]
     assert_type(op(torch.ones(2), 3), torch.Tensor)
+
+
+def _option_types(op: VmapOp[[torch.Tensor, int], torch.Tensor]) -> None:
+    """Every option has its declared type on the op's ``options`` (``VmapOpOptions``)."""
+    assert_type(op.options["vmap_fn"], Callable[..., Any] | None)
+    assert_type(op.options["differentiable"], bool)
+    assert_type(op.vmap_out_dims, tuple[int | None, ...])
+    not_an_int: int = op.options["vmap_fn"]  # type: ignore[assignment]
+    del not_an_int
+    op.options["no_such_option"]  # type: ignore[typeddict-item]

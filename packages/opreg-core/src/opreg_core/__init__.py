@@ -3,7 +3,7 @@
 ``register_vmap_op`` turns a function into a real PyTorch operator with a fake implementation
 (``torch.compile``, ``torch.export``), a batching rule for ``torch.vmap`` at any nesting depth,
 and autograd that composes with ``torch.func``. The op object is an ``OpOverload`` whose call
-takes the dispatcher's route itself for plain tensors (``_direct_call``) and goes through the
+takes the dispatcher's route itself for plain tensors (``_call_path``) and goes through the
 dispatcher otherwise.
 """
 

@@ -496,7 +496,7 @@ def make_autograd_kernel(
 
 
 class DirectRecord:
-    """How the direct call (``_direct_call``) records a call of a differentiable op: the op's
+    """How the direct call (``_call_path``) records a call of a differentiable op: the op's
     Function for a call outside every ``torch.func`` level, one per
     device kernel (``function_for``; ``applies`` caches them), whose forward runs the kernel
     and the op's ``setup_context`` in one Python frame, as a hand-written

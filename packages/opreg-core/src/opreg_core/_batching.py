@@ -62,6 +62,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._options import OpSpec
 from ._private import (
     VmapLevelKeys,
     any_autocast_enabled,
@@ -325,21 +326,32 @@ class BatchingRules:
 
     def __init__(
         self,
-        qualname: str,
+        spec: OpSpec,
         op: Callable[..., Any],
         batched_op: Callable[..., Any],
-        out_dims: OutDims,
-        wrap_inputs: Callable[..., Any] | None = None,
-        max_level: int | None = None,
+        *,
         direct: Callable[..., Any] | None = None,
-        kernels: dict[Any, Any] | None = None,
         level_keys: VmapLevelKeys | None = None,
         nograd_op: Callable[..., Any] | None = None,
-        derived_autograd: bool = False,
-        autocast: bool = False,
         fast: bool = True,
-        mutated: Sequence[tuple[int | str, str]] = (),
     ) -> None:
+        """The rules of the op of ``spec``: ``op`` and ``batched_op`` are their operators'
+        entry points (``op`` twice without ``vmap_fn``: opreg's per-sample loop); the options
+        they read come from ``spec``. ``direct``: the batched op's one kernel, which the fold
+        may call without the dispatcher (with the ``level_keys`` of a vmap level);
+        ``nograd_op``: the batched op's twin without autograd; ``fast``: a tested torch."""
+        o, signature = spec.options, spec.signature
+        batched = o["vmap_fn"] is not None
+        qualname, out_dims = spec.qualname, spec.out_dims
+        wrap_inputs = o["vmap_wrap_inputs"]
+        max_level = o["max_vmap_level"] if batched else None
+        derived_autograd = batched and o["differentiable"]
+        autocast = batched and spec.autocast_rule is not None
+        mutated = [
+            (signature.positional.index(m) if m in signature.positional else m, m)
+            for m in signature.mutated
+        ]
+        kernels: dict[Any, Any] | None = None
         self.qualname = qualname
         #: The arguments the op writes to (``mutates_args``): (position or keyword, name).
         self.mutated = tuple(mutated)

@@ -17,14 +17,15 @@ from ._autograd import (
     non_differentiable_backward,
 )
 from ._batching import BatchingRules, VmapStats
-from ._direct_call import direct_call
+from ._call_path import call_path
 from ._kernels import DeviceKernels, Registered, as_registered, checked_arity
 from ._mutation import make_mutation_kernel
 from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._op import VmapOp
 from ._options import OpSpec
-from ._private import OpOverload, entry_point, new_op_object, vmap_level_keys
+from ._private import OpOverload, entry_point, vmap_level_keys
 from ._registrar import Registrar
+from ._state import OpState
 from ._versions import speed_paths_allowed
 
 Overload = OpOverload[..., Any]
@@ -50,38 +51,36 @@ def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
     if rules is not None and rules.nograd_op is not None:
         operators.append((spec.opname + NOGRAD_SUFFIX, rules.nograd_op))
     add_autocast_kernels(spec, reg, operators)
-    everywhere = fallbacks.get("cpu") if spec.device_types is None else None
+    everywhere = fallbacks.get("cpu") if spec.options["device_types"] is None else None
     kernels = DeviceKernels(fallbacks, everywhere)
     call = (
-        direct_call(
-            entry_point(main), spec.signature, kernels, record, autocast=spec.autocast is not None
+        call_path(
+            entry_point(main),
+            spec.signature,
+            kernels,
+            record,
+            autocast=spec.autocast_rule is not None,
         )
         if fast
         else None
     )
-    return make_op(spec, reg, main, batched, rules, kernels, call)
+    return make_op(spec, reg, main, batched, rules, kernels, call, record)
 
 
 def define(spec: OpSpec, reg: Registrar) -> tuple[Overload, dict[str, Registered]]:
     """The operator's definition, its fallback on each dispatch key, and its fake; and the
     fallback serving each device type the direct call serves (see ``DeviceKernels``)."""
-    n = spec.num_returns
-    main = reg.define(spec.opname, spec.signature.schema)
+    n, qualname, schema = spec.num_returns, spec.qualname, spec.signature.schema
+    fake, differentiable = spec.options["fake_fn"], spec.options["differentiable"]
+    assert fake is not None  # resolve() requires it
+    main = reg.define(spec.opname, schema)
     fallbacks: dict[str, Registered] = {}
     for key in spec.dispatch_keys:
-        kernel = as_registered(
-            spec.fn,
-            spec.differentiable,
-            spec.qualname,
-            "the function",
-            n,
-            spec.signature.schema,
-            spec.fake_fn,
-        )
+        kernel = as_registered(spec.fn, differentiable, qualname, "the function", n, schema, fake)
         reg.impl(spec.opname, kernel.kernel, key, "fallback")
         for device in DeviceKernels.fallback_devices(key):
             fallbacks[device] = kernel
-    reg.fake(spec.opname, checked_arity(spec.fake_fn, spec.qualname, "fake_fn", n), "fake")
+    reg.fake(spec.opname, checked_arity(fake, qualname, "fake_fn", n), "fake")
     return main, fallbacks
 
 
@@ -95,49 +94,37 @@ def add_batching(
     a list of tensors (``Tensor[]``, ``Tensor?[]``), or writing to an argument (each entry's
     slice is a view of the batched argument, so the write lands there). A written argument
     must be batched wherever another is (``BatchingRules._check_mutated``)."""
+    o = spec.options
     qualname, opname, n = spec.qualname, spec.opname, spec.num_returns
-    signature = spec.signature
-    mutated = [
-        (signature.positional.index(m) if m in signature.positional else m, m)
-        for m in signature.mutated
-    ]
-    if spec.vmap_fn is None:
-        rules = BatchingRules(
-            qualname, entry_point(main), entry_point(main), spec.vmap_out_dims, mutated=mutated
-        )
+    if o["vmap_fn"] is None:
+        rules = BatchingRules(spec, entry_point(main), entry_point(main))
         reg.impl(opname, rules.loop_rule, "FuncTorchBatched", "per-sample vmap loop")
         return None, rules
-    assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
+    assert o["fake_vmap_fn"] is not None  # resolve() requires it with vmap_fn
     name = opname + BATCHED_SUFFIX
     batched = reg.define(name, spec.signature.schema)
     schema = spec.signature.schema
     kernels = {}
     for key in spec.dispatch_keys:
         kernel = as_registered(
-            spec.vmap_fn, spec.differentiable, qualname, "vmap_fn", n, schema
+            o["vmap_fn"], o["differentiable"], qualname, "vmap_fn", n, schema
         ).kernel
         reg.impl(name, kernel, key, "vmap_fn")
         kernels[key] = kernel
-    reg.fake(name, checked_arity(spec.fake_vmap_fn, qualname, "fake_vmap_fn", n), "fake_vmap_fn")
+    reg.fake(name, checked_arity(o["fake_vmap_fn"], qualname, "fake_vmap_fn", n), "fake_vmap_fn")
     # One kernel for every device and no version counter to bump: the vmap rule may call it
     # without the dispatcher where nothing else needs it (the short path, see _batching).
     # (Neither on an untested torch: the speed paths are off there, see ``_versions``.)
-    direct = kernel if spec.device_types is None and not spec.signature.mutated else None
+    direct = kernel if o["device_types"] is None and not spec.signature.mutated else None
     direct = direct if fast else None
     rules = BatchingRules(
-        qualname,
+        spec,
         entry_point(main),
         entry_point(batched),
-        spec.vmap_out_dims,
-        spec.vmap_wrap_inputs,
-        spec.max_vmap_level,
-        direct,
+        direct=direct,
         level_keys=vmap_level_keys() if direct is not None else None,
         nograd_op=add_nograd_twin(spec, reg, kernels) if fast else None,
-        derived_autograd=spec.differentiable,
-        autocast=spec.autocast is not None,
         fast=fast,
-        mutated=mutated,
     )
     reg.impl(opname, rules.op_rule, "FuncTorchBatched", "vmap rule")
     reg.impl(name, rules.batched_rule, "FuncTorchBatched", "nested vmap rule")
@@ -150,14 +137,16 @@ def add_nograd_twin(spec: OpSpec, reg: Registrar, kernels: dict[str, Any]) -> An
     saving that Python crossing. None where it would save nothing (a non-differentiable op's
     batched op has no autograd kernel) or needs more (a mutating op's version counters).
     ``kernels``: the batched op's, per dispatch key (the twin shares them)."""
-    if not spec.differentiable or spec.signature.mutated:
+    if not spec.options["differentiable"] or spec.signature.mutated:
         return None
-    assert spec.fake_vmap_fn is not None  # resolve() requires it with vmap_fn
+    assert spec.options["fake_vmap_fn"] is not None  # resolve() requires it with vmap_fn
     name = spec.opname + NOGRAD_SUFFIX
     twin = reg.define(name, spec.signature.schema)
     for key in spec.dispatch_keys:
         reg.impl(name, kernels[key], key, "vmap_fn")
-    fake = checked_arity(spec.fake_vmap_fn, spec.qualname, "fake_vmap_fn", spec.num_returns)
+    fake = checked_arity(
+        spec.options["fake_vmap_fn"], spec.qualname, "fake_vmap_fn", spec.num_returns
+    )
     reg.fake(name, fake, "fake_vmap_fn")
     reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "no autograd (nothing needs it)")
     return entry_point(twin)
@@ -169,9 +158,9 @@ def add_autocast_kernels(
     """The ``autocast`` rule (``_autocast``): for each device type it names, a kernel on its
     autocast key of each operator (the op, its batched op and its twin: vmap calls those below
     its levels, where autocast then applies). ``operators``: (name, entry point) pairs."""
-    if spec.autocast is None:
+    if spec.autocast_rule is None:
         return
-    for device_type, target in spec.autocast.items():
+    for device_type, target in spec.autocast_rule.items():
         for name, entry in operators:
             key, kernel = make_autocast_kernel(entry, device_type, target)
             reg.impl(name, kernel, key, f"autocast rule ({device_type})")
@@ -191,34 +180,35 @@ def add_autograd_kernels(
     vmap); a fallthrough for a non-differentiable op. Returns how the direct call records a
     call of the op (``AutogradKernel.record``; None for a non-differentiable op). ``fast``:
     the Functions' graph nodes call their backward themselves (a tested torch)."""
-    if not spec.differentiable:
+    o = spec.options
+    if not o["differentiable"]:
         for name, _ in targets:
             reg.impl(name, torch.library.fallthrough_kernel, "Autograd", "non-differentiable")
         return None
     qualname, signature = spec.qualname, spec.signature
-    user_backward = spec.backward is not None
-    backward = spec.backward if spec.backward is not None else non_differentiable_backward(qualname)
+    user_backward = o["backward"] is not None
+    backward = o["backward"] or non_differentiable_backward(qualname)
     (name, main), *batched = targets
     autograd = make_autograd_kernel(
         qualname,
         main,
         signature,
-        spec.setup_context,
+        o["setup_context"],
         backward,
         user_backward=user_backward,
-        jvp=spec.jvp,
+        jvp=o["jvp"],
         user_jvp=True,
         fast=fast,
     )
     reg.impl(name, autograd.kernel, "Autograd", "autograd", with_keyset=True)
     for name, overload in batched:
         setup_b, backward_b = derive_batched_backward(
-            qualname, signature.names, spec.vmap_out_dims, spec.setup_context, backward
+            qualname, signature.names, spec.out_dims, o["setup_context"], backward
         )
         jvp_b = (
             None
-            if spec.jvp is None
-            else derive_batched_jvp(qualname, spec.vmap_out_dims, spec.setup_context, spec.jvp)
+            if o["jvp"] is None
+            else derive_batched_jvp(qualname, spec.out_dims, o["setup_context"], o["jvp"])
         )
         derived = make_autograd_kernel(
             qualname, overload, signature, setup_b, backward_b, jvp=jvp_b, fast=fast
@@ -235,34 +225,22 @@ def make_op(
     rules: BatchingRules | None,
     kernels: DeviceKernels,
     call: Callable[..., Any] | None,
+    record: DirectRecord | None,
 ) -> VmapOp[Any, Any]:
-    """The op object: an instance of its own ``VmapOp`` subclass whose ``__call__`` is the
-    direct call (``_direct_call``), or where that does not apply the operator's C++ entry
-    point (no Python frame per call), carrying the public attributes."""
-    cls = type(
-        f"VmapOp_{spec.qualname.replace('::', '__')}",
-        (VmapOp,),
-        {"__call__": entry_point(main) if call is None else call},
-    )
-    op: VmapOp[Any, Any] = new_op_object(cls, main)
-    fn = spec.fn
-    op.__dict__.update(
-        spec.options,  # every option (but name) under its own name
-        qualname=spec.qualname,
-        namespace=spec.namespace,
-        opname=spec.opname,
+    """The op object and its :class:`OpState`, the one place both are constructed. Its call is
+    the direct call (``_call_path``), or where that does not apply the operator's C++ entry
+    point (no Python frame per call)."""
+    state = OpState(
+        spec=spec,
         overload=main,
         batched_overload=batched,
-        fallback=fn,
-        module=getattr(fn, "__module__", None) or "",
-        registrations=tuple(reg.done),
-        vmap_stats=rules.stats if rules is not None else VmapStats(),
+        call=entry_point(main) if call is None else call,
+        device_kernels=kernels,
         # The batching rules read the same dict (a device kernel turns their short path off).
-        _kernels=rules.kernels if rules is not None else {},
-        _device_kernels=kernels,
-        _libs=[reg.lib],
-        extensions={},
-        __doc__=getattr(fn, "__doc__", None),
-        __wrapped__=fn,
+        handles=rules.kernels if rules is not None else {},
+        record=record,
+        vmap_stats=rules.stats if rules is not None else VmapStats(),
+        registrations=tuple(reg.done),
+        libs=[reg.lib],
     )
-    return op
+    return VmapOp._create(state)

@@ -48,6 +48,7 @@ def register_sharding_rule(op: VmapOp[Any, Any], rule: ShardingSpec | None) -> S
         )
     if rule is None:
         _drop(op.qualname)
+        op._state.sharding = None
         return None
     resolved = sharding_rule(rule, op.qualname)
     targets = [(op.overload, False)]
@@ -60,6 +61,7 @@ def register_sharding_rule(op: VmapOp[Any, Any], rule: ShardingSpec | None) -> S
         elif torch.distributed.is_available():
             _pending[op.qualname] = (targets, resolved)
             _install_import_hook()
+    op._state.sharding = resolved
     return resolved
 
 

@@ -1,14 +1,14 @@
 """Kernels as opreg registers them (arity-checked, below autograd for a non-differentiable
 op), and the per-device kernels of :meth:`VmapOp.register_kernel`.
 
-This module sits below ``_op`` (whose ``register_kernel`` calls :func:`add_kernel`): it sees
-an op as a :class:`KernelTarget`, the attributes adding a kernel reads, which ``VmapOp`` has.
+This module sits below ``_op`` (whose ``register_kernel`` calls :func:`add_kernel` with the
+op's :class:`~opreg_core._state.OpState`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._aliasing import first_call_checked
 from ._autograd import requires_grad
@@ -18,6 +18,9 @@ from ._options import check_callable
 from ._private import Library, below_autograd
 from ._registry_lock import registry_lock
 from ._signature import parse_signature
+
+if TYPE_CHECKING:
+    from ._state import OpState
 
 
 def checked_arity(
@@ -81,14 +84,14 @@ def as_registered(
     return Registered(guarded, first_call)
 
 
-#: Device types whose dispatch a direct call takes itself (``_direct_call``), and the key that
+#: Device types whose dispatch a direct call takes itself (``_call_path``), and the key that
 #: serves each from a fallback registered on it.
 _DIRECT_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 
 
 class DeviceKernels:
     """Which kernel the dispatcher runs for a plain tensor of each device type that the direct
-    call serves (``_direct_call``): a ``register_kernel`` kernel, else the fallback where it is
+    call serves (``_call_path``): a ``register_kernel`` kernel, else the fallback where it is
     registered; each a :class:`Registered` (as registered, and as a direct call runs it where
     autograd cannot act). All emptied once the op is unregistered.
 
@@ -152,36 +155,11 @@ class DeviceKernels:
         self._refresh()
 
 
-class KernelTarget(Protocol):
-    """What adding a kernel reads of an op (an opreg ``VmapOp``)."""
-
-    @property
-    def qualname(self) -> str: ...
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def opname(self) -> str: ...
-    @property
-    def schema(self) -> str: ...
-    @property
-    def differentiable(self) -> bool: ...
-    @property
-    def fake_fn(self) -> Callable[..., Any]: ...
-    @property
-    def vmap_out_dims(self) -> tuple[int | None, ...]: ...
-    @property
-    def batched_overload(self) -> object | None: ...
-    @property
-    def _kernels(self) -> dict[tuple[str, bool], KernelHandle]: ...
-    @property
-    def _device_kernels(self) -> DeviceKernels: ...
-
-
 class KernelHandle:
     """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
 
-    def __init__(self, op: KernelTarget, device_type: str, batched: bool, lib: Any) -> None:
-        self.op = op
+    def __init__(self, state: OpState, device_type: str, batched: bool, lib: Any) -> None:
+        self._op_state = state
         self.device_type = device_type
         self.batched = batched
         self._lib = lib
@@ -191,9 +169,9 @@ class KernelHandle:
         if self._lib is not None:
             self._lib.destroy()
             self._lib = None
-            self.op._kernels.pop((self.device_type, self.batched), None)
+            self._op_state.handles.pop((self.device_type, self.batched), None)
             if not self.batched:
-                self.op._device_kernels.remove(self.device_type)
+                self._op_state.device_kernels.remove(self.device_type)
 
     @property
     def active(self) -> bool:
@@ -201,33 +179,36 @@ class KernelHandle:
 
 
 def add_kernel(
-    op: KernelTarget, device_type: str, kernel: Callable[..., Any], batched: bool
+    state: OpState, device_type: str, kernel: Callable[..., Any], batched: bool
 ) -> KernelHandle:
-    """Implementation of :meth:`VmapOp.register_kernel`."""
-    check_callable(op.qualname, "kernel", kernel, required=True)
+    """Implementation of :meth:`VmapOp.register_kernel` (``state``: the op's)."""
+    spec = state.spec
+    qualname = spec.qualname
+    check_callable(qualname, "kernel", kernel, required=True)
     try:
         key = dispatch_key_for(device_type)
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"opreg: {op.qualname}: register_kernel: {exc}") from exc
-    if batched and op.batched_overload is None:
+        raise type(exc)(f"opreg: {qualname}: register_kernel: {exc}") from exc
+    if batched and state.batched_overload is None:
         raise ValueError(
-            f"opreg: {op.qualname}: register_kernel(batched=True) needs an op registered "
-            "with vmap_fn"
+            f"opreg: {qualname}: register_kernel(batched=True) needs an op registered with vmap_fn"
         )
     device = device_type_name(device_type)
     with registry_lock():
-        old = op._kernels.get((device, batched))
+        old = state.handles.get((device, batched))
         if old is not None:
             old.remove()
-        lib = Library(op.namespace)
-        name = op.opname + (BATCHED_SUFFIX if batched else "")
-        n = len(op.vmap_out_dims)
+        lib = Library(spec.namespace)
+        name = spec.opname + (BATCHED_SUFFIX if batched else "")
+        n = len(spec.out_dims)
         label = f"the {device} kernel" + (" (batched)" if batched else "")
-        fake = None if batched else op.fake_fn
-        wrapped = as_registered(kernel, op.differentiable, op.qualname, label, n, op.schema, fake)
+        fake = None if batched else spec.options["fake_fn"]
+        differentiable = spec.options["differentiable"]
+        schema = spec.signature.schema
+        wrapped = as_registered(kernel, differentiable, qualname, label, n, schema, fake)
         lib.impl(name, wrapped.kernel, key, allow_override=True)
-        handle = KernelHandle(op, device, batched, lib)
-        op._kernels[(device, batched)] = handle
+        handle = KernelHandle(state, device, batched, lib)
+        state.handles[(device, batched)] = handle
         if not batched:
-            op._device_kernels.add(device, wrapped)
+            state.device_kernels.add(device, wrapped)
     return handle

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
 import torch
 
 from ._batching import VmapStats
-from ._kernels import DeviceKernels, KernelHandle, add_kernel
-from ._private import OpOverload
+from ._kernels import KernelHandle, add_kernel
+from ._options import VmapOpOptions
+from ._private import OpOverload, new_op_object
 from ._samples import SampleInputs
+from ._sharding import ShardingRule
+from ._state import OpState
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -28,63 +33,122 @@ class VmapOp(OpOverload[P, R]):
     """A registered opreg operator.
 
     It *is* an ``OpOverload`` (so ``torch.library.opcheck``, ``torch.compile`` and
-    ``torch.export`` treat it as the operator). Each op gets its own subclass whose
-    ``__call__`` takes the dispatcher's route itself in one Python frame when only plain tensors
-    take part and nothing could route the call differently (``_direct_call``), and goes
-    through the dispatcher otherwise. ``overload`` is the same operator as
-    ``torch.ops.<namespace>.<name>.default``, whose calls always go through the dispatcher.
+    ``torch.export`` treat it as the operator). Everything a registration built lives in one
+    :class:`~opreg_core._state.OpState` that the op holds (``_state``): its call runs
+    ``_state.call``, which takes the dispatcher's route itself in one Python frame when only
+    plain tensors take part and nothing could route the call differently (``_call_path``),
+    and is the operator's entry point otherwise. Registering the name again swaps that one
+    reference, in this op and in every earlier handle of the name. ``overload`` is the same
+    operator as ``torch.ops.<namespace>.<name>.default``, whose calls always go through the
+    dispatcher.
+
+    Each option of :class:`VmapOpOptions` (but ``name``, resolved into ``qualname``) is an
+    attribute of its name, read from :attr:`options`; the documented ones are typed below.
     """
 
-    # Set by opreg_core._build.make_op; documented attributes of the public API. Each option
-    # of VmapOpOptions (but name, resolved into qualname) is the attribute of its name.
-    qualname: str
-    namespace: str
-    opname: str
-    overload: OpOverload[P, R]
-    batched_overload: OpOverload[P, Any] | None
-    fallback: Callable[P, R]
-    fake_fn: Callable[..., Any]
-    vmap_fn: Callable[..., Any] | None
-    fake_vmap_fn: Callable[..., Any] | None
-    vmap_wrap_inputs: Callable[..., Any] | None
-    vmap_out_dims: tuple[int | None, ...]
-    max_vmap_level: int | None
-    mutates_args: tuple[str, ...]
-    device_types: tuple[str, ...] | None
-    schema: str
-    backward: Callable[..., Any] | None
-    setup_context: Callable[..., Any] | None
-    jvp: Callable[..., Any] | None  #: the forward-mode rule, or None
-    differentiable: bool
-    sample_inputs: SampleInputs | None
-    #: The autocast rule, ``{device type: dtype or "lower_precision"}``, or None.
-    autocast: Mapping[str, torch.dtype | str] | None
-    sharding: Any  #: the resolved ``ShardingRule`` or None (see ``register_sharding_rule``)
-    module: str  #: ``fn.__module__``: where the op was defined (the registry groups by it)
-    registrations: tuple[Registration, ...]
-    vmap_stats: VmapStats
-    #: Data that packages built on opreg-core attach to the op, under a key naming the package
-    #: (e.g. ``"opreg_kernels.triton"``). Each registration starts a fresh, empty dict (earlier
-    #: handles of a re-registered name see the new one); ``unregister`` and a re-registration
-    #: empty it, first calling the ``release()`` method of each value that has one.
-    extensions: dict[str, object]
-    _kernels: dict[tuple[str, bool], KernelHandle]
-    _device_kernels: DeviceKernels  #: what the direct call runs per device type
-    _libs: list[Any]
+    _state: OpState
+
+    if TYPE_CHECKING:
+        # Read from ``_state`` (below, for the interpreter: properties fetching in C).
+        qualname: str
+        namespace: str
+        opname: str
+        overload: OpOverload[P, R]
+        batched_overload: OpOverload[P, Any] | None
+        fallback: Callable[P, R]
+        registrations: tuple[Registration, ...]
+        vmap_stats: VmapStats
+        #: The resolved ``ShardingRule`` or None (see ``register_sharding_rule``).
+        sharding: ShardingRule | None
+        #: Data that packages built on opreg-core attach to the op, under a key naming the
+        #: package (e.g. ``"opreg_kernels.triton"``). Each registration starts a fresh, empty
+        #: dict (earlier handles of a re-registered name see the new one); ``unregister`` and
+        #: a re-registration empty it, first calling the ``release()`` method of each value
+        #: that has one.
+        extensions: dict[str, object]
+        #: Every option (but ``name``), checked and normalised (see :class:`VmapOpOptions`).
+        options: VmapOpOptions
+
+        # The options, served from ``options`` (``__getattr__``); the documented ones:
+        fake_fn: Callable[..., Any]
+        vmap_fn: Callable[..., Any] | None
+        fake_vmap_fn: Callable[..., Any] | None
+        vmap_wrap_inputs: Callable[..., Any] | None
+        vmap_out_dims: tuple[int | None, ...]
+        max_vmap_level: int | None
+        mutates_args: tuple[str, ...]
+        device_types: tuple[str, ...] | None
+        schema: str
+        backward: Callable[..., Any] | None
+        setup_context: Callable[..., Any] | None
+        jvp: Callable[..., Any] | None  #: the forward-mode rule, or None
+        differentiable: bool
+        sample_inputs: SampleInputs | None
+        #: The autocast rule, ``{device type: dtype or "lower_precision"}``, or None.
+        autocast: Mapping[str, torch.dtype | str] | None
+
+        def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    else:
+        # The call: ``_state.call``, fetched in C (a property over ``attrgetter``), so the op
+        # adds no Python frame of its own, and a re-registration needs to swap only ``_state``.
+        __call__ = property(attrgetter("_state.call"))
+        qualname = property(attrgetter("_state.spec.qualname"))
+        namespace = property(attrgetter("_state.spec.namespace"))
+        opname = property(attrgetter("_state.spec.opname"))
+        overload = property(attrgetter("_state.overload"))
+        batched_overload = property(attrgetter("_state.batched_overload"))
+        fallback = property(attrgetter("_state.spec.fn"))
+        registrations = property(attrgetter("_state.registrations"))
+        vmap_stats = property(attrgetter("_state.vmap_stats"))
+        sharding = property(attrgetter("_state.sharding"))
+        extensions = property(attrgetter("_state.extensions"))
+        options = property(attrgetter("_state.spec.options"))
+
+        def __getattr__(self, name: str) -> Any:
+            state = self.__dict__.get("_state")
+            if state is not None and name in state.spec.options:
+                return state.spec.options[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def _create(cls, state: OpState) -> VmapOp[Any, Any]:
+        """The op object of a registration: the only place that writes an op's ``__dict__``
+        (it takes the operator's state, then ``state``; see :meth:`_adopt`)."""
+        op: VmapOp[Any, Any] = new_op_object(cls, state.overload)
+        op._adopt(state)
+        return op
+
+    def _adopt(self, state: OpState) -> None:
+        """Become the op of ``state``: its operator (the schema, handle and caches torch reads
+        from an overload) and its runtime state. A re-registration calls it on the earlier
+        handles of the name."""
+        vars(self).update(vars(state.overload))
+        fn = state.spec.fn
+        vars(self).update(_state=state, __doc__=getattr(fn, "__doc__", None), __wrapped__=fn)
+
+    def _replaced_by(self, other: VmapOp[Any, Any]) -> None:
+        """Another definition took this op's name: calling this handle raises, naming both."""
+        self._adopt(replace(self._state, call=_replaced(self, other)))
+
+    @property
+    def module(self) -> str:
+        """``fn.__module__``: where the op was defined (the registry groups by it)."""
+        return getattr(self._state.spec.fn, "__module__", None) or ""
 
     @property
     def has_backward(self) -> bool:
-        return self.backward is not None
+        return self._state.spec.options["backward"] is not None
 
     @property
     def has_jvp(self) -> bool:
         """Whether forward-mode AD (``torch.func.jvp``, ``jacfwd``, dual tensors) is defined."""
-        return self.jvp is not None
+        return self._state.spec.options["jvp"] is not None
 
     @property
     def kernel_device_types(self) -> frozenset[str]:
         """Device types for which :meth:`register_kernel` added a kernel to the op itself."""
-        return frozenset(dev for (dev, batched) in self._kernels if not batched)
+        return frozenset(dev for (dev, batched) in self._state.handles if not batched)
 
     def register_kernel(
         self, device_type: str, kernel: Callable[..., Any], *, batched: bool = False
@@ -96,11 +160,32 @@ class VmapOp(OpOverload[P, R]):
         ``ValueError`` if this torch build does not know ``device_type``, or if it names a
         device index (``"cuda:1"``: a kernel serves every device of its type).
         """
-        return add_kernel(self, device_type, kernel, batched)
+        return add_kernel(self._state, device_type, kernel, batched)
 
     def __repr__(self) -> str:
         return f"<opreg op {self.qualname}{self.schema}>"
 
-    if TYPE_CHECKING:
 
-        def __call__(self, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+def definition(fn: object) -> str:
+    """Where ``fn`` was defined: ``module:qualname``, and ``(file:line)`` where known."""
+    module = getattr(fn, "__module__", None) or "?"
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    code = getattr(fn, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"{module}:{name}{where}"
+
+
+def _replaced(old: VmapOp[Any, Any], new: VmapOp[Any, Any]) -> Callable[..., Any]:
+    """The call of a handle whose name another definition took over: a clear error rather
+    than the other definition's values."""
+    message = (
+        f"opreg: {old.qualname}: this handle's op ({definition(old.fallback)}) was replaced by "
+        f"{definition(new.fallback)}, which registered the same name: call the op that "
+        f"registration returned (opreg_core.get_op({old.qualname!r})), or give one of them "
+        "another name="
+    )
+
+    def replaced(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(message)
+
+    return replaced

@@ -6,9 +6,9 @@ problem."""
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict
+from typing import Annotated, Any, Final, TypedDict, cast
 
-from ._autocast import AutocastRule, resolve_autocast
+from ._autocast import AutocastRule, AutocastTarget, resolve_autocast
 from ._declaration import Default, option_metadata, option_values
 from ._devices import dispatch_key_for
 from ._naming import default_name, split_name
@@ -123,7 +123,10 @@ _CALLABLES: Final = tuple(
 class OpSpec:
     """One op's registration, resolved and validated: what the kernels are built from.
 
-    Each option is read as an attribute of its own name (``spec.vmap_fn``) from ``options``.
+    ``options`` holds every option of :class:`VmapOpOptions` but ``name`` (``qualname`` is its
+    resolved form), checked, with its default where not given, and normalised where
+    ``resolve`` says so; read one as ``spec.options["vmap_fn"]`` (typed by the declaration).
+    The fields after it are the normalised options whose consumers need their narrow type.
     """
 
     fn: Callable[..., Any]
@@ -132,20 +135,14 @@ class OpSpec:
     opname: str
     dispatch_keys: tuple[str, ...]  #: where the fallback and ``vmap_fn`` are registered
     signature: Signature
-    #: Every option of :class:`VmapOpOptions` but ``name`` (``qualname`` is its resolved form),
-    #: checked, with its default where not given, and normalised where ``resolve`` says so.
-    options: Mapping[str, Any]
+    options: VmapOpOptions
+    out_dims: tuple[int | None, ...]  #: ``vmap_out_dims``, one entry per output
+    #: ``autocast`` resolved: ``{device type: dtype or "lower_precision"}``, or None.
+    autocast_rule: Mapping[str, AutocastTarget] | None
 
     @property
     def num_returns(self) -> int:
         return self.signature.num_returns
-
-    def __post_init__(self) -> None:
-        self.__dict__.update(self.options)  # spec.vmap_fn, ...: plain attributes
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, label: str) -> Any: ...  # the options, set by __post_init__
 
 
 def check_option_names(options: Mapping[str, object]) -> None:
@@ -210,7 +207,9 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
         opname=opname,
         dispatch_keys=keys,
         signature=signature,
-        options=o,
+        options=cast(VmapOpOptions, o),
+        out_dims=out_dims,
+        autocast_rule=autocast,
     )
 
 

@@ -18,7 +18,7 @@ from . import _registry
 from ._build import build
 from ._dtensor import register_sharding_rule
 from ._errors import OpRedefinedWarning
-from ._op import VmapOp
+from ._op import VmapOp, definition
 from ._options import VmapOpOptions, check_option_names, resolve
 from ._registrar import Registrar, check_name_free
 from ._registry_lock import registry_lock
@@ -43,14 +43,14 @@ def _register(fn: Callable[P, R], options: Mapping[str, Any]) -> VmapOp[P, R]:
             reg.lib.destroy()
             raise
         # Also with None: a re-registered name must not keep the earlier op's rule.
-        op.__dict__["sharding"] = register_sharding_rule(op, spec.sharding)
+        register_sharding_rule(op, spec.options["sharding"])
         # Earlier handles of the name now call the new definition; after a takeover, they raise.
         _registry.add(op, follow=not takeover)
     if takeover:
         assert previous is not None  # for mypy: takeover implies an earlier op
         warnings.warn(
-            f"opreg: {spec.qualname} was registered again by {_registry.definition(fn)}, "
-            f"replacing {_registry.definition(previous.fallback)}: the earlier op's handles now "
+            f"opreg: {spec.qualname} was registered again by {definition(fn)}, "
+            f"replacing {definition(previous.fallback)}: the earlier op's handles now "
             "raise when called; give one of them another name= if both are meant to exist",
             OpRedefinedWarning,
             stacklevel=3,
@@ -81,22 +81,23 @@ def unregister(qualname: str) -> None:
 
 def _retire(op: VmapOp[Any, Any]) -> None:
     """Take ``op``'s registration apart (see the module docstring)."""
-    for handle in list(op._kernels.values()):
+    state = op._state
+    for handle in list(state.handles.values()):
         handle.remove()
-    for lib in op._libs:
+    for lib in state.libs:
         lib.destroy()
-    op._libs.clear()
-    op._device_kernels.clear()  # the direct call goes to the dispatcher, which refuses
+    state.libs.clear()
+    state.device_kernels.clear()  # the direct call goes to the dispatcher, which refuses
     register_sharding_rule(op, None)  # DTensor forgets the op (pending or applied)
     errors: list[BaseException] = []
-    for value in list(op.extensions.values()):
+    for value in list(state.extensions.values()):
         release = getattr(value, "release", None)
         if callable(release):
             try:
                 release()
             except Exception as exc:  # the other packages still release theirs
                 errors.append(exc)
-    op.extensions.clear()
+    state.extensions.clear()
     if errors:
         raise errors[0]
 

@@ -34,39 +34,12 @@ def add(op: VmapOp[Any, Any], *, follow: bool = True) -> None:
         if old is None:
             continue
         if not follow:
-            setattr(type(old), "__call__", _replaced(old, op))  # noqa: B010
+            old._replaced_by(op)
             continue  # a stale handle stays stale, whatever registers the name later
-        old.__dict__.update(op.__dict__)
-        # The new op's call (the direct call, or the dispatcher's entry point).
-        setattr(type(old), "__call__", type(op).__dict__["__call__"])  # noqa: B010
+        old._adopt(op._state)  # the new op's state: its attributes and its call
         alive.append(ref)
     handles[:] = alive
     _ops[op.qualname] = op
-
-
-def definition(fn: object) -> str:
-    """Where ``fn`` was defined: ``module:qualname``, and ``(file:line)`` where known."""
-    module = getattr(fn, "__module__", None) or "?"
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    code = getattr(fn, "__code__", None)
-    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
-    return f"{module}:{name}{where}"
-
-
-def _replaced(old: VmapOp[Any, Any], new: VmapOp[Any, Any]) -> Any:
-    """The ``__call__`` of a handle whose name another definition took over: a clear error
-    rather than the other definition's values."""
-    message = (
-        f"opreg: {old.qualname}: this handle's op ({definition(old.fallback)}) was replaced by "
-        f"{definition(new.fallback)}, which registered the same name: call the op that "
-        f"registration returned (opreg_core.get_op({old.qualname!r})), or give one of them "
-        "another name="
-    )
-
-    def replaced(self: object, /, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(message)
-
-    return replaced
 
 
 def registered_ops(module: str | None = None) -> tuple[VmapOp[Any, Any], ...]:

@@ -75,16 +75,12 @@ def _guard(qualname: str, label: str, fn: Callable[..., Any]) -> Callable[..., A
     return guarded
 
 
-def guard_derivatives(qualname: str, options: dict[str, object]) -> dict[str, object]:
-    """Wrap ``options["backward"]`` and ``options["jvp"]`` (in place) with the guard.
-
-    Returns the functions it wrapped, by option name: the registered op's ``backward`` and
-    ``jvp`` attributes are set back to them (what the user passed is what the op shows).
-    """
-    wrapped: dict[str, object] = {}
+def guard_derivatives(qualname: str, options: dict[str, object]) -> None:
+    """Wrap ``options["backward"]`` and ``options["jvp"]`` (in place) with the guard. The op
+    shows the guarded functions (``op.backward``), each ``functools.wraps`` of the user's:
+    its name and docstring, and the user's function as ``__wrapped__``
+    (``inspect.unwrap(op.backward)``)."""
     for label in ("backward", "jvp"):
         fn = options.get(label)
         if callable(fn):
-            wrapped[label] = fn
             options[label] = _guard(qualname, label, fn)
-    return wrapped

@@ -127,9 +127,8 @@ def _register(f: Callable[P, R], options: TritonOpOptions) -> VmapOp[P, R]:
             f"opreg: {qualname}: compiler_visible must be True or False, got {compiler_visible!r}"
         )
     devices = _device_type_set(qualname, devices_option)
-    derivatives = guard_derivatives(qualname, cast(dict[str, object], core_options))
+    guard_derivatives(qualname, cast(dict[str, object], core_options))
     op = register_vmap_op(f, **core_options)
-    op.__dict__.update(derivatives)  # op.backward / op.jvp: the user's functions, unwrapped
     info = TritonKernelInfo(op, launcher, triton_vmap_fn, devices, compiler_visible)
     op.extensions[EXTENSION_KEY] = info
     if compiler_visible:
