@@ -1,22 +1,23 @@
-"""Each package touches torch and Triton internals in one module, ``_private.py``.
+"""Each package touches torch and Triton internals in one place, its boundary: ``_private.py``,
+or every module of a ``_private/`` package (a list in ``__init__.py``, one module per concern).
 
 A torch or Triton upgrade that drops an internal breaks in one obvious place: the first test
 names every entry of a package's ``INTERNALS`` that no longer resolves (:func:`resolves`, the
 one resolver: only tests call it, so it lives here, not in the packages); the second finds
-every internal used outside the boundary module (by file and line), so the boundary stays the
-only one. An internal is found two ways:
+every internal used outside the boundary (by file and line), so the boundary stays the only
+one. An internal is found two ways:
 
 - by name: a torch/Triton path reaching a private name (``torch._C``, ``x._y``) or an internal
   Triton package (``triton.runtime``), through imports and attribute chains;
 - by use: an object that came from the boundary has one of its internal attributes
-  (:data:`INTERNAL_ATTRIBUTES`, or any underscore attribute) read or written outside
-  ``_private.py``, e.g. ``layer.best_config = config`` on an autotuner that
-  ``triton_kernel_layers`` returned. "Came from the boundary" is a data flow over one module
-  (:class:`_FromBoundary`): a name imported from ``_private`` (or an attribute of that
-  module), what calling one returns, its attributes and items, what iterating or unpacking
-  one gives, a parameter annotated with (or an ``isinstance`` check against) an internal
-  class, followed through local names, ``self`` attributes, and the parameters and returns of
-  the module's own functions and methods.
+  (:data:`INTERNAL_ATTRIBUTES`, or any underscore attribute) read or written outside the
+  boundary, e.g. ``layer.best_config = config`` on an autotuner that ``triton_kernel_layers``
+  returned. "Came from the boundary" is a data flow over one module (:class:`_FromBoundary`):
+  a name imported from ``_private`` or one of its modules (or an attribute of such a module),
+  what calling one returns, its attributes and items, what iterating or unpacking one gives, a
+  parameter annotated with (or an ``isinstance`` check against) an internal class, followed
+  through local names, ``self`` attributes, and the parameters and returns of the module's own
+  functions and methods.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ PACKAGES = {
     "opreg_kernels": ROOT / "packages" / "opreg-kernels" / "src" / "opreg_kernels",
     "opreg_testing": ROOT / "packages" / "opreg-testing" / "src" / "opreg_testing",
 }
-BOUNDARY = "_private.py"
+#: A package's boundary: the module ``_private.py``, or the package ``_private/`` (every module
+#: in it), at the package's root.
+BOUNDARY = "_private"
 #: Top-level modules whose private names must stay behind the boundary.
 GUARDED = ("torch", "triton")
 #: Triton subpackages that are internals as a whole (their names carry no underscore).
@@ -47,7 +50,7 @@ TRITON_INTERNAL_PACKAGES = ("triton.runtime", "triton.compiler", "triton.backend
 
 #: Attributes of torch/Triton objects that are internals although their names carry no
 #: underscore (each with its owner). On an object that came from the boundary, reading or
-#: writing one outside ``_private.py`` is a violation, as is any underscore attribute.
+#: writing one outside the boundary is a violation, as is any underscore attribute.
 #: Every ``Class.attribute`` entry of the packages' ``INTERNALS`` must be here (a test checks).
 INTERNAL_ATTRIBUTES: dict[str, str] = {
     "best_config": "triton Autotuner",
@@ -249,9 +252,16 @@ def internal_classes() -> frozenset[str]:
     return frozenset(names)
 
 
+def _boundary_module(dotted: str) -> bool:
+    """Whether a module path names the boundary or one of its modules: ``_private``,
+    ``_private.vmap``, ``opreg_x._private``, ``opreg_x._private.launch``."""
+    return BOUNDARY in dotted.split(".")
+
+
 def _from_boundary_module(node: ast.ImportFrom) -> bool:
-    """``from ._private import x``, ``from .._private import x``, ``from opreg_x._private ...``."""
-    return (node.module or "").split(".")[-1] == "_private"
+    """``from ._private import x``, ``from .._private import x``, ``from ._private.vmap import
+    x``, ``from opreg_x._private ...``."""
+    return _boundary_module(node.module or "")
 
 
 class _FromBoundary:
@@ -304,7 +314,7 @@ class _FromBoundary:
                     self.bound[id(scope)].add(local)
                     if isinstance(child, ast.ImportFrom) and _from_boundary_module(child):
                         self.names.add((id(scope), local))
-                    elif (alias.name == "_private" or alias.name.endswith("._private")) and (
+                    elif _boundary_module(alias.name) and (
                         alias.asname or isinstance(child, ast.ImportFrom)
                     ):
                         self.modules.add((id(scope), local))
@@ -527,12 +537,19 @@ def _violations(path: Path) -> list[str]:
     return violations_in(path.read_text(), path.name)
 
 
-def _modules(package: str) -> list[Path]:
-    return sorted(
-        p
-        for p in PACKAGES[package].rglob("*.py")
-        if p.name != BOUNDARY or p.parent != PACKAGES[package]
-    )
+def in_boundary(path: Path, root: Path) -> bool:
+    """Whether ``path`` (a module of the package at ``root``) is inside its boundary."""
+    return path == root / f"{BOUNDARY}.py" or root / BOUNDARY in path.parents
+
+
+def _boundary_name(package: str) -> str:
+    folder = PACKAGES[package] / BOUNDARY
+    return f"{package}/{BOUNDARY}/" if folder.is_dir() else f"{package}/{BOUNDARY}.py"
+
+
+def modules_outside(root: Path) -> list[Path]:
+    """The modules of the package at ``root`` that are outside its boundary."""
+    return sorted(p for p in root.rglob("*.py") if not in_boundary(p, root))
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
@@ -542,15 +559,15 @@ def test_every_internal_resolves(package: str) -> None:
     missing = missing_internals(boundary.INTERNALS)
     assert not missing, (
         f"{package} relies on internals this torch/Triton does not have: {', '.join(missing)}; "
-        f"adapt {package}/_private.py (each entry says which public API would replace it)"
+        f"adapt {_boundary_name(package)} (each entry says which public API would replace it)"
     )
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_internals_outside_the_boundary(package: str) -> None:
-    found = [v for path in _modules(package) for v in _violations(path)]
+    found = [v for path in modules_outside(PACKAGES[package]) for v in _violations(path)]
     assert not found, (
-        f"torch/Triton internals outside {package}/_private.py (move them there, as a named "
+        f"torch/Triton internals outside {_boundary_name(package)} (move them there, as a named "
         "function with a comment saying why and which public API would replace it):\n  "
         + "\n  ".join(found)
     )
@@ -566,6 +583,20 @@ def test_every_internal_attribute_the_packages_list_is_guarded() -> None:
             if owner[:1].isupper() and attribute[:1].islower() and not listed:
                 unguarded.append(entry)
     assert not unguarded, f"add to INTERNAL_ATTRIBUTES: {unguarded}"
+
+
+def test_the_boundary_is_the_private_module_or_every_module_of_the_private_package(
+    tmp_path: Path,
+) -> None:
+    """Inside: ``_private.py`` and everything under ``_private/`` at the package's root; outside:
+    every other module, a subpackage's own ``_private`` included."""
+    inside = ["_private.py", "_private/__init__.py", "_private/vmap.py", "_private/deep/x.py"]
+    outside = ["__init__.py", "a.py", "checks/_private.py", "checks/_private/x.py", "_privates.py"]
+    for rel in inside + outside:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert {p.relative_to(tmp_path).as_posix() for p in modules_outside(tmp_path)} == set(outside)
+    assert all(in_boundary(tmp_path / rel, tmp_path) for rel in inside)
 
 
 # -- the resolver itself -----------------------------------------------------------------------
@@ -714,6 +745,17 @@ _LAYERS = "from ._private import triton_kernel_layers, autotuner_config\n"
         ),
         # An underscore attribute of an object from the boundary.
         ("from ._private import vmap_level_keys\nvmap_level_keys()._last\n", [2]),
+        # A name imported from a module of a `_private/` package, or such a module itself.
+        (
+            "from ._private.jit import triton_kernel_layers\n"
+            "layers, inner, compiled = triton_kernel_layers(k)\n"
+            "for is_autotuner, layer in layers:\n"
+            "    layer.best_config = None\n",
+            [4],
+        ),
+        ("from .._private.vmap_short_paths import vmap_level_keys\nvmap_level_keys()._last\n", [2]),
+        ("import opreg_kernels._private.driver as d\nd.triton_default_driver().default\n", [2]),
+        ("from opreg_kernels._private import autotune\nautotune.f().configs\n", [2]),
     ],
 )
 def test_scanner_follows_objects_from_the_boundary(source: str, lines: list[int]) -> None:

@@ -21,8 +21,9 @@ def _type_checking_only(node: ast.AST) -> bool:
     )
 
 
-def _imported_modules(source: str, modules: set[str]) -> set[str]:
-    """The opreg_core modules that ``source`` imports at run time."""
+def _imported_modules(source: str, modules: set[str], level: int = 1) -> set[str]:
+    """The opreg_core modules that ``source`` imports at run time (``level``: the dots of a
+    relative import of one, 2 in a subpackage)."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -32,7 +33,7 @@ def _imported_modules(source: str, modules: set[str]) -> set[str]:
             return
         if isinstance(node, ast.ImportFrom):
             absolute = node.level == 0 and (node.module or "").split(".")[0] == "opreg_core"
-            if node.level == 1 or absolute:
+            if node.level == level or absolute:
                 parts = (node.module or "").split(".")
                 module = parts[1] if absolute and len(parts) > 1 else parts[0]
                 if absolute and len(parts) == 1:
@@ -55,12 +56,18 @@ def _imported_modules(source: str, modules: set[str]) -> set[str]:
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module name -> the package modules it imports at run time."""
-    modules = {p.stem for p in package.glob("*.py")}
-    return {
+    """Module name -> the package modules it imports at run time (a subpackage, such as
+    ``_private/``, is one module: what its modules import from outside it)."""
+    subpackages = {p.parent.name: p.parent for p in package.glob("*/__init__.py")}
+    modules = {p.stem for p in package.glob("*.py")} | set(subpackages)
+    graph = {
         p.stem: _imported_modules(p.read_text(), modules) & modules - {p.stem}
         for p in package.glob("*.py")
     }
+    for name, folder in subpackages.items():
+        found = [_imported_modules(p.read_text(), modules, 2) for p in folder.rglob("*.py")]
+        graph[name] = set().union(*found) & modules - {name}
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str]:

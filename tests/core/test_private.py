@@ -1,4 +1,4 @@
-"""``opreg_core._private``: the one module that touches torch internals.
+"""``opreg_core._private``: the one package that touches torch internals.
 
 (Whether its ``INTERNALS`` resolve is checked by ``tests/test_private_boundaries.py``.)"""
 

@@ -618,7 +618,7 @@ def test_without_trustworthy_level_keys_there_is_no_fold(
 ) -> None:
     """The probe failed (no keys: the fold is off for ops registered then), or the state at a
     level lacks keys the probe saw (``state_below`` refuses): the dispatcher path runs."""
-    import opreg_core._private as private
+    import opreg_core._private.vmap_short_paths as private
 
     keys = private.vmap_level_keys()
     assert keys is not None

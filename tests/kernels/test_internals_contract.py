@@ -20,6 +20,7 @@ import torch
 from tests.test_private_boundaries import INTERNAL_ATTRIBUTES, resolves
 
 from opreg_kernels import _private
+from opreg_kernels._private.launch import _direct_cuda_launch
 from opreg_kernels._versions import LAUNCHER_LAYOUTS, triton_release
 from opreg_testing import interpreter_enabled
 
@@ -114,7 +115,7 @@ def test_the_c_launcher_gets_from_the_direct_launch_what_cuda_launcher_call_pass
     compiled = SimpleNamespace(run=launcher, function="fn", packed_metadata="meta")
     if _private.cuda_launch_layout() is None:
         pytest.skip("this Triton has no tested launcher layout: CompiledKernel.run launches")
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is not None  # taken directly
+    assert _direct_cuda_launch(launcher, "fn", "meta") is not None  # taken directly
     _private.compiled_kernel_launcher(compiled)(7, 2, 3, 99, *args)
     launcher(7, 2, 3, 99, "fn", "meta", None, None, None, *args)  # Triton's own call
     assert len(seen) == 2

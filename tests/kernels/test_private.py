@@ -1,4 +1,4 @@
-"""opreg_kernels._private: the one module that touches torch and Triton internals.
+"""opreg_kernels._private: the one package that touches torch and Triton internals.
 
 (Whether its ``INTERNALS`` resolve is checked by ``tests/test_private_boundaries.py``.)"""
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from opreg_kernels import _private
+from opreg_kernels._private.launch import _direct_cuda_launch
 
 
 def test_launch_hooks_idle_only_without_registered_hooks() -> None:
@@ -64,9 +65,9 @@ def test_direct_cuda_launch_passes_what_tritons_cuda_launcher_passes() -> None:
         give_back()
     assert len(seen) == 2 and seen[0] == seen[1]
     # ... and the first call was the direct one (a call through run would match trivially).
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is not None
+    assert _direct_cuda_launch(launcher, "fn", "meta") is not None
     launcher.global_scratch_size = 16  # needs scratch memory: Triton's __call__ allocates it
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is None
+    assert _direct_cuda_launch(launcher, "fn", "meta") is None
 
 
 # Stand-ins for the two tested launcher layouts' CudaLauncher: what each release's __init__
@@ -156,7 +157,7 @@ def test_direct_cuda_launch_takes_a_layout_only_where_release_and_launcher_agree
     launcher(7, 2, 3, 99, "fn", "meta", None, None, None, "x", "y")  # the launcher's own call
     assert len(seen) == 2
     assert seen[0] == seen[1]
-    assert (_private._direct_cuda_launch(launcher, "fn", "meta") is not None) is direct
+    assert (_direct_cuda_launch(launcher, "fn", "meta") is not None) is direct
     assert _private.cuda_launch_layout() == (shape if direct else None)
 
 
@@ -164,16 +165,16 @@ def test_direct_cuda_launch_leaves_instrumented_and_scratch_kernels_to_run(
     triton_as: Callable[[str, str], Any],
 ) -> None:
     launcher = _launcher(triton_as("3.9.0", "3.8+"), [])
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is not None
+    assert _direct_cuda_launch(launcher, "fn", "meta") is not None
     launcher.gsan_enabled = True  # GSan adds arguments of its own to each launch
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is None
+    assert _direct_cuda_launch(launcher, "fn", "meta") is None
     launcher.gsan_enabled = False
     launcher.profile_scratch_size = 8
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is None
+    assert _direct_cuda_launch(launcher, "fn", "meta") is None
     del launcher.arg_annotations  # a launcher of another shape than its class's
     launcher.profile_scratch_size = 0
-    assert _private._direct_cuda_launch(launcher, "fn", "meta") is None
-    assert _private._direct_cuda_launch(lambda *args: None, "fn", "meta") is None  # not CUDA
+    assert _direct_cuda_launch(launcher, "fn", "meta") is None
+    assert _direct_cuda_launch(lambda *args: None, "fn", "meta") is None  # not CUDA
 
 
 def test_launcher_shape_reads_call_parameters_and_init_attributes() -> None:

@@ -15,7 +15,7 @@ from ._errors import NotDifferentiableError, OpRedefinedWarning
 from ._fake_check import first_call_fake_check_paused
 from ._kernels import KernelHandle
 from ._naming import default_name
-from ._op import Registration, VmapOp
+from ._op import VmapOp
 from ._options import VmapOpOptions
 from ._register import register_vmap_op, unregister
 from ._registry import get_op, registered_ops
@@ -30,6 +30,7 @@ from ._sharding import (
     ShardingSpec,
     sharding_rule,
 )
+from ._state import Registration
 from ._versions import TESTED_TORCH, FastPath, fast_paths
 
 __version__ = "0.1.0"

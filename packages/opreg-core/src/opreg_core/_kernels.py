@@ -1,26 +1,18 @@
 """Kernels as opreg registers them (arity-checked, below autograd for a non-differentiable
 op), and the per-device kernels of :meth:`VmapOp.register_kernel`.
 
-This module sits below ``_op`` (whose ``register_kernel`` calls :func:`add_kernel` with the
-op's :class:`~opreg_core._state.OpState`).
+This module sits below ``_state`` and ``_op`` (whose ``register_kernel`` adds a kernel).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ._aliasing import first_call_checked
 from ._autograd import requires_grad
-from ._devices import device_type_name, dispatch_key_for
-from ._naming import BATCHED_SUFFIX
-from ._options import check_callable
-from ._private import Library, below_autograd
-from ._registry_lock import registry_lock
+from ._private import below_autograd
 from ._signature import parse_signature
-
-if TYPE_CHECKING:
-    from ._state import OpState
 
 
 def checked_arity(
@@ -158,8 +150,16 @@ class DeviceKernels:
 class KernelHandle:
     """A kernel added with :meth:`VmapOp.register_kernel`; :meth:`remove` takes it out again."""
 
-    def __init__(self, state: OpState, device_type: str, batched: bool, lib: Any) -> None:
-        self._op_state = state
+    def __init__(
+        self,
+        device_type: str,
+        batched: bool,
+        lib: Any,
+        handles: dict[tuple[str, bool], KernelHandle],
+        serving: DeviceKernels,
+    ) -> None:
+        self._handles = handles  # the op's (its ``OpState.handles``)
+        self._serving = serving  # the op's ``OpState.device_kernels``
         self.device_type = device_type
         self.batched = batched
         self._lib = lib
@@ -169,46 +169,10 @@ class KernelHandle:
         if self._lib is not None:
             self._lib.destroy()
             self._lib = None
-            self._op_state.handles.pop((self.device_type, self.batched), None)
+            self._handles.pop((self.device_type, self.batched), None)
             if not self.batched:
-                self._op_state.device_kernels.remove(self.device_type)
+                self._serving.remove(self.device_type)
 
     @property
     def active(self) -> bool:
         return self._lib is not None
-
-
-def add_kernel(
-    state: OpState, device_type: str, kernel: Callable[..., Any], batched: bool
-) -> KernelHandle:
-    """Implementation of :meth:`VmapOp.register_kernel` (``state``: the op's)."""
-    spec = state.spec
-    qualname = spec.qualname
-    check_callable(qualname, "kernel", kernel, required=True)
-    try:
-        key = dispatch_key_for(device_type)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"opreg: {qualname}: register_kernel: {exc}") from exc
-    if batched and state.batched_overload is None:
-        raise ValueError(
-            f"opreg: {qualname}: register_kernel(batched=True) needs an op registered with vmap_fn"
-        )
-    device = device_type_name(device_type)
-    with registry_lock():
-        old = state.handles.get((device, batched))
-        if old is not None:
-            old.remove()
-        lib = Library(spec.namespace)
-        name = spec.opname + (BATCHED_SUFFIX if batched else "")
-        n = len(spec.out_dims)
-        label = f"the {device} kernel" + (" (batched)" if batched else "")
-        fake = None if batched else spec.options["fake_fn"]
-        differentiable = spec.options["differentiable"]
-        schema = spec.signature.schema
-        wrapped = as_registered(kernel, differentiable, qualname, label, n, schema, fake)
-        lib.impl(name, wrapped.kernel, key, allow_override=True)
-        handle = KernelHandle(state, device, batched, lib)
-        state.handles[(device, batched)] = handle
-        if not batched:
-            state.device_kernels.add(device, wrapped)
-    return handle

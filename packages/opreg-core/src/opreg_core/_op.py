@@ -5,28 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import torch
 
 from ._batching import VmapStats
-from ._kernels import KernelHandle, add_kernel
-from ._options import VmapOpOptions
-from ._private import OpOverload, new_op_object
+from ._devices import device_type_name, dispatch_key_for
+from ._kernels import KernelHandle, as_registered
+from ._naming import BATCHED_SUFFIX
+from ._options import VmapOpOptions, check_callable
+from ._private import Library, OpOverload, new_op_object
+from ._registry_lock import registry_lock
 from ._samples import SampleInputs
 from ._sharding import ShardingRule
-from ._state import OpState
+from ._state import OpState, Registration
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Registration(NamedTuple):
-    """One kernel opreg put into the dispatcher."""
-
-    operator: str  #: qualified operator name
-    dispatch_key: str
-    what: str  #: e.g. "fallback", "fake", "vmap rule", "autograd"
 
 
 class VmapOp(OpOverload[P, R]):
@@ -116,7 +111,7 @@ class VmapOp(OpOverload[P, R]):
         """The op object of a registration: the only place that writes an op's ``__dict__``
         (it takes the operator's state, then ``state``; see :meth:`_adopt`)."""
         op: VmapOp[Any, Any] = new_op_object(cls, state.overload)
-        op._adopt(state)
+        cls._adopt(op, state)
         return op
 
     def _adopt(self, state: OpState) -> None:
@@ -160,7 +155,7 @@ class VmapOp(OpOverload[P, R]):
         ``ValueError`` if this torch build does not know ``device_type``, or if it names a
         device index (``"cuda:1"``: a kernel serves every device of its type).
         """
-        return add_kernel(self._state, device_type, kernel, batched)
+        return _add_kernel(self._state, device_type, kernel, batched)
 
     def __repr__(self) -> str:
         return f"<opreg op {self.qualname}{self.schema}>"
@@ -189,3 +184,44 @@ def _replaced(old: VmapOp[Any, Any], new: VmapOp[Any, Any]) -> Callable[..., Any
         raise RuntimeError(message)
 
     return replaced
+
+
+def _add_kernel(
+    state: OpState, device_type: str, kernel: Callable[..., Any], batched: bool
+) -> KernelHandle:
+    """Implementation of :meth:`VmapOp.register_kernel` (``state``: the op's)."""
+    spec = state.spec
+    qualname = spec.qualname
+    check_callable(qualname, "kernel", kernel, required=True)
+    try:
+        key = dispatch_key_for(device_type)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"opreg: {qualname}: register_kernel: {exc}") from exc
+    if batched and state.batched_overload is None:
+        raise ValueError(
+            f"opreg: {qualname}: register_kernel(batched=True) needs an op registered with vmap_fn"
+        )
+    device = device_type_name(device_type)
+    with registry_lock():
+        old = state.handles.get((device, batched))
+        if old is not None:
+            old.remove()
+        lib = Library(spec.namespace)
+        name = spec.opname + (BATCHED_SUFFIX if batched else "")
+        label = f"the {device} kernel" + (" (batched)" if batched else "")
+        fake = None if batched else spec.options["fake_fn"]
+        wrapped = as_registered(
+            kernel,
+            spec.options["differentiable"],
+            qualname,
+            label,
+            len(spec.out_dims),
+            spec.signature.schema,
+            fake,
+        )
+        lib.impl(name, wrapped.kernel, key, allow_override=True)
+        handle = KernelHandle(device, batched, lib, state.handles, state.device_kernels)
+        state.handles[(device, batched)] = handle
+        if not batched:
+            state.device_kernels.add(device, wrapped)
+    return handle

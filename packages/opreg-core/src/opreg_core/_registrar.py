@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
-from ._op import Registration
 from ._private import Library, OpOverload, operator_exists
+from ._state import Registration
 
 
 def check_name_free(qualname: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._batching import VmapStats
 from ._options import OpSpec
@@ -19,9 +19,16 @@ from ._options import OpSpec
 if TYPE_CHECKING:
     from ._autograd import DirectRecord
     from ._kernels import DeviceKernels, KernelHandle
-    from ._op import Registration
     from ._private import Library, OpOverload
     from ._sharding import ShardingRule
+
+
+class Registration(NamedTuple):
+    """One kernel opreg put into the dispatcher."""
+
+    operator: str  #: qualified operator name
+    dispatch_key: str
+    what: str  #: e.g. "fallback", "fake", "vmap rule", "autograd"
 
 
 @dataclass(eq=False, slots=True)

@@ -11,9 +11,9 @@ Layout: ``_register`` (the decorator), ``_kernel_info`` (an op's Triton kernels)
 ``_compiled_launch`` (launching a compiled kernel cheaply: ``fast_launch`` keyed by Triton's
 own specialisation, and the shipped ops' hand-keyed launches), ``_availability`` (whether
 Triton runs, and on which device types), ``_versions`` (the tested Triton releases and their
-launcher layouts; ``fast_paths()`` says which fast paths this process takes), ``_private``
-(every torch/Triton internal used), and per shipped op ``ops/<op>/``: its registration, its
-PyTorch reference and its Triton kernels.
+launcher layouts; ``fast_paths()`` says which fast paths this process takes), ``_private/``
+(every torch/Triton internal used: one module per concern, listed by its ``__init__``), and per
+shipped op ``ops/<op>/``: its registration, its PyTorch reference and its Triton kernels.
 """
 
 from ._availability import (

@@ -30,7 +30,7 @@ __all__ = [
 TESTED_TRITON: tuple[tuple[int, int], tuple[int, int]] = ((3, 6), (3, 9))
 
 #: The Triton releases whose ``CudaLauncher`` opreg calls the C launcher of directly, each
-#: with the name of its argument layout (``_private.py`` says what each layout passes).
+#: with the name of its argument layout (``_private/launch.py`` says what each layout passes).
 LAUNCHER_LAYOUTS: dict[tuple[int, int], str] = {(3, 6): "3.6", (3, 8): "3.8+", (3, 9): "3.8+"}
 
 
