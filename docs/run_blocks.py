@@ -106,13 +106,30 @@ def run_block(block: Block) -> tuple[bool, str]:
 
 
 def public_names(init_file: Path) -> list[str]:
-    """The names in a package's ``__all__`` (read from the source, without importing it)."""
+    """The names in a package's ``__all__`` (read from the source, without importing it): a
+    literal list, or one that unpacks a literal dict assigned before it (opreg-testing's
+    ``[*_EXPORTS, "__version__"]``: the table of public names is their one declaration)."""
     tree = ast.parse(init_file.read_text(encoding="utf-8"))
+    tables: dict[str, list[str]] = {}
     for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    tables[target.id] = list(ast.literal_eval(node.value))
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
-            value = ast.literal_eval(node.value)
+            items = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+            value = [
+                name
+                for item in items
+                for name in (
+                    tables[item.value.id]
+                    if isinstance(item, ast.Starred) and isinstance(item.value, ast.Name)
+                    else [ast.literal_eval(item)]
+                )
+            ]
             return [name for name in value if name != "__version__"]
     raise ValueError(f"{init_file}: no __all__")
 

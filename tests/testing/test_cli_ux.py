@@ -181,7 +181,16 @@ def test_help_imports_no_torch(args: list[str]) -> None:
 
 
 def test_the_help_lists_the_checks_that_run() -> None:
-    assert CHECK_NAMES == ALL_CHECKS
+    """``opreg check --help`` lists, torch-free, the checks that run, from their one
+    declaration (``opreg_testing.check_names``), which ``opreg_testing.checks`` builds on."""
+    from opreg_testing.checks import CHECKS
+
+    assert CHECK_NAMES is ALL_CHECKS
+    assert [check.name for check in CHECKS.values()] == list(CHECK_NAMES)
+    for name, check in CHECKS.items():
+        assert type(check).__module__ == "opreg_testing.checks._harness"
+        module = sys.modules[f"opreg_testing.checks.{name}"]
+        assert check in vars(module).values(), name
 
 
 def test_misspelled_keywords_and_ini_keys_are_named(pytester: pytest.Pytester) -> None:
@@ -208,7 +217,7 @@ def test_misspelled_keywords_and_ini_keys_are_named(pytester: pytest.Pytester) -
         [
             "ERROR: unknown opreg ini key 'opreg_device' (did you mean 'opreg_devices'?); the "
             "keys: opreg_devices, opreg_triton_interpret, opreg_seed, opreg_compile_backend, "
-            "opreg_unchecked"
+            "opreg_max_ratio, opreg_unchecked"
         ]
     )
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\nopreg_triton_interpet = "auto"\n')

@@ -152,6 +152,32 @@ def test_importing_the_package_and_its_plugin_imports_no_torch() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_type_checkers_imports_are_the_table_of_public_names() -> None:
+    """``opreg_testing._EXPORTS`` declares each public name once (``__all__`` is derived from
+    it); the ``TYPE_CHECKING`` block, which type checkers read instead, must import exactly
+    those names from exactly those modules, each as an explicit re-export (``X as X``)."""
+    import ast
+    from pathlib import Path
+
+    import opreg_testing
+
+    tree = ast.parse(Path(opreg_testing.__file__).read_text(encoding="utf-8"))
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+    )
+    imported: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom), ast.dump(node)
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: write `{alias.name} as {alias.name}`"
+            imported[alias.name] = module
+    assert imported == opreg_testing._EXPORTS
+    assert opreg_testing.__all__ == [*opreg_testing._EXPORTS, "__version__"]
+
+
 def test_every_public_name_resolves_and_compare_stays_the_function() -> None:
     import importlib
 

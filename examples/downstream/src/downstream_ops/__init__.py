@@ -46,7 +46,14 @@ def _sqdist_backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
     return grad_x, grad_y
 
 
-def _points(device: torch.device) -> Iterator[SampleInput]:
+def _points(device: torch.device, size: int | None = None) -> Iterator[SampleInput]:
+    """The checks' samples; with ``size`` (``opreg bench`` passes it), one sample whose
+    larger input has about ``size`` elements: ``size // 16`` points against 64 centers."""
+    if size is not None:
+        n = max(1, size // 16)
+        points = torch.randn(n, 16, device=device)
+        yield SampleInput((points, torch.randn(64, 16, device=device)), name=f"{n} x 16, 64 x 16")
+        return
     yield SampleInput(
         (torch.randn(4, 3, device=device), torch.randn(5, 3, device=device)), name="4x3, 5x3"
     )
@@ -100,7 +107,11 @@ def _soft_clamp_math(x: Tensor, limit: float) -> Tensor:
     return (x / (1 + x.abs() / limit)).contiguous()
 
 
-def _soft_clamp_samples(device: torch.device) -> Iterator[SampleInput]:
+def _soft_clamp_samples(device: torch.device, size: int | None = None) -> Iterator[SampleInput]:
+    """The checks' samples; with ``size`` (``opreg bench``), ``size`` float32 values."""
+    if size is not None:
+        yield SampleInput((torch.randn(size, device=device) * 3, 2.0), name=f"{size} values")
+        return
     yield SampleInput((torch.randn(4, 70, device=device) * 3, 2.0), name="4x70, limit 2")
     yield SampleInput(
         (torch.randn(5, dtype=torch.float64, device=device), 0.5), name="float64, limit 0.5"

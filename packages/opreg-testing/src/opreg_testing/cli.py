@@ -1,4 +1,5 @@
-"""The ``opreg`` command: ``opreg check MODULE`` runs the checks on every op a module registers.
+"""The ``opreg`` command: ``opreg check MODULE`` runs the checks on every op a module registers;
+``opreg bench MODULE`` times them (:mod:`opreg_testing.bench.cli`).
 
 Exit status: 0 when every op was checked and no check failed; 1 when a check failed, an op
 was not checked at all, or a Triton op's kernel ran on no device; 2 for bad usage, reported in
@@ -9,18 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any, TextIO
 
-#: The checks' names in run order, for ``--help`` without importing torch; the same as
-#: ``opreg_testing.ALL_CHECKS`` (a test keeps them equal).
-CHECK_NAMES = ("fake", "vmap", "compile", "export", "autograd", "kernel", "opcheck", "autocast")
+# The checks' names for ``--help``, from their one torch-free declaration.
+from .check_names import CHECK_NAMES
+from .modules import UsageError, import_ops
 
 #: A check running longer than this (seconds) gets a "running" line.
 SLOW_CHECK_S = 2.0
@@ -55,10 +54,6 @@ EXIT_STATUS = """exit status:
      --allow-unchecked accepts these
   2  usage error, one line on stderr: bad option, unknown check or device, a device that
      is not present, a module that cannot be imported or that registers no op"""
-
-
-class UsageError(Exception):
-    """Bad command-line input: reported in one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         "skipped) or whose Triton kernel ran on no device; they are still listed",
     )
     check.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    from .bench.cli import add_parser as add_bench
+
+    add_bench(commands, _MODULE_HELP)
     return parser
 
 
@@ -126,61 +124,6 @@ def _setup_interpreter(mode: str, devices: Sequence[str] | None) -> None:
             f"--device {TRITON_CPU} runs Triton's interpreter: drop --triton-interpret off"
         )
     start_interpreter(mode, needed=wants_triton_cpu)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def module_name(arg: str) -> str:
-    """The module to import for a MODULE argument: a dotted name as given, or a file path's.
-
-    A path (ending in ``.py`` or holding a path separator) names a module file or a package
-    folder; the folder above its outermost package goes to the front of ``sys.path``.
-    """
-    if not (arg.endswith(".py") or "/" in arg or os.sep in arg):
-        return arg
-    path = Path(arg)
-    if not path.exists():
-        raise UsageError(f"no such file or folder: {arg!r} (MODULE is a module name or a path)")
-    path = path.resolve()
-    if path.is_dir():
-        if not (path / "__init__.py").is_file():
-            raise UsageError(f"{arg!r} is a folder without __init__.py, not a package")
-        parts, folder = [path.name], path.parent
-    elif path.suffix == ".py":
-        parts, folder = ([] if path.name == "__init__.py" else [path.stem]), path.parent
-    else:
-        raise UsageError(f"{arg!r} is not a Python file (.py) or a package folder")
-    while (folder / "__init__.py").is_file():
-        parts.insert(0, folder.name)
-        folder = folder.parent
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return ".".join(parts)
-
-
-def _import_ops(modules: Sequence[str], keyword: str | None) -> list[Any]:
-    from .selection import ops_in
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current project
-    ops: list[Any] = []
-    for arg in modules:
-        name = module_name(arg)
-        try:
-            found = ops_in(name)
-        except Exception as exc:  # the module's own error, at import: one line, no traceback
-            raise UsageError(f"importing {name!r} failed: {_first_line(exc)}") from None
-        if not found:
-            raise UsageError(f"module {name!r} registered no opreg op")
-        ops.extend(op for op in found if op not in ops)
-    if keyword is not None:
-        ops = [op for op in ops if keyword in op.qualname]
-        if not ops:
-            raise UsageError(f"no op name contains {keyword!r}")
-    return ops
 
 
 class Progress:
@@ -312,7 +255,7 @@ def _plan(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], l
         problem = device_problem(device)
         if problem is not None:
             raise UsageError(problem)
-    ops = _import_ops(args.modules, args.keyword)
+    ops = import_ops(args.modules, args.keyword)
     return checks, devices or default_devices(), ops
 
 
@@ -491,6 +434,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "bench":
+            from .bench.cli import run as bench
+
+            return bench(args)
         return _run(args)
     except UsageError as exc:
         print(f"opreg {args.command}: error: {exc}", file=sys.stderr)

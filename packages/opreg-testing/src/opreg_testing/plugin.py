@@ -1,12 +1,14 @@
 """The opreg pytest plugin, loaded through the ``pytest11`` entry point.
 
 Fixtures: ``opreg_devices``, ``opreg_device`` (tests using it run once per device),
-``opreg_triton_cpu``, ``opreg_namespace``, ``opreg_seed`` and ``opreg_check``.
+``opreg_triton_cpu``, ``opreg_namespace``, ``opreg_seed``, ``opreg_check`` and ``opreg_bench``
+(benchmarks with budgets: off unless ``--opreg-bench`` is given).
 Markers: ``needs_cuda``, ``needs_triton``, ``needs_gpus(n)`` (and ``opreg_unchecked``, set by
 :func:`~opreg_testing.parametrize_ops`).
 Options: ``--opreg-device``, ``--opreg-triton-interpret``, ``--opreg-compile-backend``,
-``--opreg-seed`` (and the ini keys ``opreg_devices``, ``opreg_triton_interpret``,
-``opreg_compile_backend``, ``opreg_seed``, ``opreg_unchecked``).
+``--opreg-seed``, ``--opreg-bench``, ``--opreg-max-ratio`` (and the ini keys ``opreg_devices``,
+``opreg_triton_interpret``, ``opreg_compile_backend``, ``opreg_seed``, ``opreg_max_ratio``,
+``opreg_unchecked``).
 
 Installed, the plugin loads in every pytest run of the environment, so it stays out of the
 way of projects that do not use opreg: at start-up it only registers its options and markers
@@ -61,8 +63,15 @@ _MARKERS = (
 )
 #: The ``dest`` of every --opreg-* option and the name of every ini key: setting any of them
 #: means the project uses the plugin.
-_OPTIONS = ("opreg_devices", "opreg_triton_interpret", "opreg_seed", "opreg_compile_backend")
-_INI_KEYS = (*_OPTIONS, "opreg_unchecked")
+_OPTIONS = (
+    "opreg_devices",
+    "opreg_triton_interpret",
+    "opreg_seed",
+    "opreg_compile_backend",
+    "opreg_bench",
+    "opreg_max_ratio",
+)
+_INI_KEYS = (*(o for o in _OPTIONS if o != "opreg_bench"), "opreg_unchecked")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,6 +108,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="torch.compile backend of the compile check run by opreg_check (default inductor; "
         "aot_eager skips code generation and is faster)",
     )
+    group.addoption(
+        "--opreg-bench",
+        action="store_const",
+        const=True,
+        dest="opreg_bench",
+        help="run the tests that use the opreg_bench fixture (benchmarks with budgets; "
+        "skipped without this option)",
+    )
+    group.addoption(
+        "--opreg-max-ratio",
+        action="append",
+        dest="opreg_max_ratio",
+        metavar="RATIO=LIMIT",
+        help="a budget for every opreg_bench call, as opreg bench --max-ratio: e.g. "
+        "kernel/compiled=1.0 (repeatable)",
+    )
     # Default None: "not set", so that the plugin can tell a project that uses it.
     parser.addini("opreg_devices", "default for --opreg-device", type="args", default=None)
     parser.addini("opreg_compile_backend", "default for --opreg-compile-backend", default=None)
@@ -109,6 +134,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
     )
     parser.addini("opreg_seed", "default for --opreg-seed", default=None)
+    parser.addini(
+        "opreg_max_ratio",
+        "default for --opreg-max-ratio (RATIO=LIMIT ...)",
+        type="args",
+        default=None,
+    )
     parser.addini(
         "opreg_unchecked",
         "fail (default) or skip: what a test of an op without sample_inputs does",
@@ -214,6 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _unchecked_mode(config)
         _devices(config)
         _backend(config)
+        _budgets(config)
 
 
 def _devices(config: pytest.Config) -> tuple[str, ...]:
@@ -243,6 +275,17 @@ def _backend(config: pytest.Config) -> str:
         except ValueError as exc:
             raise pytest.UsageError(f"--opreg-compile-backend: {exc}") from None
     return config.stash[_BACKEND]
+
+
+def _budgets(config: pytest.Config) -> dict[str, float]:
+    """The budgets of ``--opreg-max-ratio`` / ``opreg_max_ratio`` (a bad one: usage error)."""
+    from .bench.budgets import parse_budgets
+
+    given = config.getoption("opreg_max_ratio") or list(config.getini("opreg_max_ratio") or ())
+    try:
+        return parse_budgets(given)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--opreg-max-ratio: {exc}") from None
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -566,3 +609,44 @@ def _record_triton(config: pytest.Config, op: Any, report: OpReport | None) -> N
         return
     seen = config.stash.setdefault(_TRITON_OPS, {})
     seen[op.qualname] = seen.get(op.qualname, False) or (report is not None and triton_ran(report))
+
+
+@pytest.fixture
+def opreg_bench(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``opreg_bench(op, max_ratio={"kernel/compiled": 1.0}, **bench_op_kwargs)``.
+
+    Runs :func:`opreg_testing.bench_op` and fails the test when a ratio exceeds its budget
+    (``max_ratio``, over the run's ``--opreg-max-ratio``), naming the op, the row and the
+    figure; returns the :class:`~opreg_testing.BenchReport` otherwise. Off by default:
+    a test using it skips unless the run passes ``--opreg-bench`` (timings belong in a job
+    of their own, on a quiet machine). The device defaults to the test's ``opreg_device``
+    when it uses that fixture (``triton-cpu`` skips: an interpreter's times say nothing).
+    """
+    config = request.config
+    if not config.getoption("opreg_bench"):
+        pytest.skip("benchmarks are off: pass --opreg-bench to run the opreg_bench tests")
+    budgets = _budgets(config)
+
+    def run(op: Any, *, max_ratio: Mapping[str, float] | None = None, **kwargs: Any) -> Any:
+        from .bench import bench_op
+        from .bench.budgets import parse_budget, violations
+        from .devices import TRITON_CPU
+
+        limits = dict(budgets)
+        for name, limit in (max_ratio or {}).items():
+            parse_budget(f"{name}={limit}")  # a bad name or limit: ValueError naming the ratios
+            limits[name] = float(limit)
+        if kwargs.get("device") is None and "opreg_device" in request.fixturenames:
+            params = getattr(getattr(request.node, "callspec", None), "params", {})
+            device = params.get("opreg_device", "cpu")
+            if device == TRITON_CPU:
+                pytest.skip(f"opreg_bench: {TRITON_CPU} is an interpreter, not benchmarked")
+            kwargs["device"] = device
+        report = bench_op(op, **kwargs)
+        excess = violations(report, limits)
+        if excess:
+            lines = "\n".join(f"  {v.message}" for v in excess)
+            pytest.fail(f"opreg bench: budget exceeded:\n{lines}", pytrace=False)
+        return report
+
+    return run
