@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import torch
 
 from ._batching import VmapStats
+from ._declaration import option_metadata
 from ._devices import device_type_name, dispatch_key_for
 from ._kernels import KernelHandle, as_registered
 from ._naming import BATCHED_SUFFIX
@@ -24,6 +25,25 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _with_option_attributes(cls: type[VmapOp[Any, Any]]) -> type[VmapOp[Any, Any]]:
+    """Give the op an attribute per option (but ``name``: ``OpOverload.name()``, and those the
+    op shows resolved, such as ``sharding``), read from its resolved options: made from the
+    declaration, so that a new option needs nothing here. (Properties, not ``__getattr__``,
+    which would slow every attribute read of the op, its call included.)"""
+    for label in option_metadata(VmapOpOptions):
+        if label != "name" and label not in vars(cls):
+            getter = partial(_option, label=label)
+            setattr(
+                cls, label, property(getter, doc=f"The ``{label}`` option (see VmapOpOptions).")
+            )
+    return cls
+
+
+def _option(op: VmapOp[Any, Any], label: str) -> Any:
+    return op._state.spec.options[label]  # type: ignore[literal-required]
+
+
+@_with_option_attributes
 class VmapOp(OpOverload[P, R]):
     """A registered opreg operator.
 
@@ -64,7 +84,8 @@ class VmapOp(OpOverload[P, R]):
         #: Every option (but ``name``), checked and normalised (see :class:`VmapOpOptions`).
         options: VmapOpOptions
 
-        # The options, served from ``options`` (``__getattr__``); the documented ones:
+        # The options, read from ``options`` (properties made from the declaration, below);
+        # the documented ones:
         fake_fn: Callable[..., Any]
         vmap_fn: Callable[..., Any] | None
         fake_vmap_fn: Callable[..., Any] | None
@@ -100,12 +121,6 @@ class VmapOp(OpOverload[P, R]):
         extensions = property(attrgetter("_state.extensions"))
         options = property(attrgetter("_state.spec.options"))
 
-        def __getattr__(self, name: str) -> Any:
-            state = self.__dict__.get("_state")
-            if state is not None and name in state.spec.options:
-                return state.spec.options[name]
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     @classmethod
     def _create(cls, state: OpState) -> VmapOp[Any, Any]:
         """The op object of a registration: the only place that writes an op's ``__dict__``
@@ -124,7 +139,7 @@ class VmapOp(OpOverload[P, R]):
 
     def _replaced_by(self, other: VmapOp[Any, Any]) -> None:
         """Another definition took this op's name: calling this handle raises, naming both."""
-        self._adopt(replace(self._state, call=_replaced(self, other)))
+        self._adopt(self._state.with_call(_replaced(self, other)))
 
     @property
     def module(self) -> str:
