@@ -1,7 +1,8 @@
 """The direct call (``opreg_core._call_path``): an op object takes the dispatcher's route
 itself when only plain tensors take part and nothing could route the call differently, and
-leaves every other call to the dispatcher. Each test says which route a call takes (a spy on the op's entry into
-the dispatcher) and that the results, gradients and errors are the dispatcher's."""
+leaves every other call to the dispatcher. Each test says which route a call takes (a spy on
+the op's entry into the dispatcher) and that the results, gradients and errors are the
+dispatcher's."""
 
 from __future__ import annotations
 

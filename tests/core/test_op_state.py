@@ -53,11 +53,9 @@ def _dict_writes(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         text = ast.unparse(node) if isinstance(node, ast.expr | ast.stmt) else ""
         if isinstance(node, ast.Call) and (
-            (text.startswith("setattr(")
-            and "__call__" in text)
+            (text.startswith("setattr(") and "__call__" in text)
             or ".__dict__.update(" in text.split("\n")[0]
-            or (text.startswith("vars(")
-            and ".update(" in text)
+            or (text.startswith("vars(") and ".update(" in text)
         ):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
         if isinstance(node, ast.Assign) and any(

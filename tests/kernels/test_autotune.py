@@ -11,7 +11,6 @@ registered as its own Triton op works everywhere.
 from __future__ import annotations
 
 import inspect
-
 import os
 import subprocess
 import sys

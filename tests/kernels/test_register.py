@@ -7,7 +7,6 @@ checks whether Triton is available, which the ``triton_state`` fixture forces.
 from __future__ import annotations
 
 import inspect
-
 import sys
 from pathlib import Path
 from typing import Any
