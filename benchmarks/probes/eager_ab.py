@@ -1,0 +1,77 @@
+"""An opreg-core change's effect on an eager call, against a baseline version, in one process.
+
+    git worktree add /tmp/baseline HEAD~1
+    python benchmarks/probes/eager_ab.py /tmp/baseline/packages/opreg-core/src/opreg_core
+
+As ``vmap_ab.py`` (whose loader it uses): both versions register the same element-wise add
+(default options: an autograd kernel, no backward) and each round times a call of each op
+object on tiny CPU tensors, alternately; prints the median time of each and their ratio, and
+the same for the op's call (its ``_state.call``, or the baseline's class ``__call__``) called
+directly, which leaves out how the op object reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import timeit
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vmap_ab import load_baseline
+
+import opreg_core
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y
+
+
+def fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _us(call: Any, number: int) -> float:
+    return min(timeit.repeat(call, number=number, repeat=3)) / number * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("baseline", type=Path, help="the baseline's opreg_core folder")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds")
+    parser.add_argument("--number", type=int, default=20000, help="calls per timing")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    baseline = load_baseline(args.baseline)
+    ops = {
+        "baseline": baseline.register_vmap_op(add, name="eager_ab_baseline::add", fake_fn=fake),
+        "this": opreg_core.register_vmap_op(add, name="eager_ab_this::add", fake_fn=fake),
+    }
+    x, y = torch.ones(4), torch.ones(4)
+    for op in ops.values():
+        op(x, y)  # the first call's checks
+    state = getattr(ops["this"], "_state", None)
+    direct = {
+        "baseline": lambda: type(ops["baseline"]).__dict__["__call__"](ops["baseline"], x, y),
+        "this": (lambda: state.call(x, y)) if state is not None else None,
+    }
+    times: dict[str, list[float]] = {f"{k} {w}": [] for k in ops for w in ("op", "call")}
+    for _ in range(args.rounds):
+        for name, op in ops.items():
+            times[f"{name} op"].append(_us(lambda op=op: op(x, y), args.number))
+            if direct[name] is not None:
+                times[f"{name} call"].append(_us(direct[name], args.number))
+    medians = {k: statistics.median(v) for k, v in times.items() if v}
+    for key, value in medians.items():
+        print(f"{key:14s} {value:7.3f} us")
+    print(f"this/baseline, op object: {medians['this op'] / medians['baseline op']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
