@@ -71,6 +71,9 @@ class VmapOp(OpOverload[P, R]):
         overload: OpOverload[P, R]
         batched_overload: OpOverload[P, Any] | None
         fallback: Callable[P, R]
+        #: ``fn.__module__`` when the op was registered: where it was defined (the registry
+        #: groups by it).
+        module: str
         registrations: tuple[Registration, ...]
         vmap_stats: VmapStats
         #: The resolved ``ShardingRule`` or None (see ``register_sharding_rule``).
@@ -115,6 +118,7 @@ class VmapOp(OpOverload[P, R]):
         overload = property(attrgetter("_state.overload"))
         batched_overload = property(attrgetter("_state.batched_overload"))
         fallback = property(attrgetter("_state.spec.fn"))
+        module = property(attrgetter("_state.spec.module"))
         registrations = property(attrgetter("_state.registrations"))
         vmap_stats = property(attrgetter("_state.vmap_stats"))
         sharding = property(attrgetter("_state.sharding"))
@@ -140,11 +144,6 @@ class VmapOp(OpOverload[P, R]):
     def _replaced_by(self, other: VmapOp[Any, Any]) -> None:
         """Another definition took this op's name: calling this handle raises, naming both."""
         self._adopt(self._state.with_call(_replaced(self, other)))
-
-    @property
-    def module(self) -> str:
-        """``fn.__module__``: where the op was defined (the registry groups by it)."""
-        return getattr(self._state.spec.fn, "__module__", None) or ""
 
     @property
     def has_backward(self) -> bool:

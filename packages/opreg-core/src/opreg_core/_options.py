@@ -136,6 +136,8 @@ class OpSpec:
     dispatch_keys: tuple[str, ...]  #: where the fallback and ``vmap_fn`` are registered
     signature: Signature
     options: VmapOpOptions
+    #: ``fn.__module__`` at registration: where the op was defined (the registry groups by it).
+    module: str
     out_dims: tuple[int | None, ...]  #: ``vmap_out_dims``, one entry per output
     #: ``autocast`` resolved: ``{device type: dtype or "lower_precision"}``, or None.
     autocast_rule: Mapping[str, AutocastTarget] | None
@@ -208,6 +210,7 @@ def resolve(fn: object, options: Mapping[str, Any]) -> OpSpec:
         dispatch_keys=keys,
         signature=signature,
         options=cast(VmapOpOptions, o),
+        module=getattr(fn, "__module__", None) or "",
         out_dims=out_dims,
         autocast_rule=autocast,
     )
