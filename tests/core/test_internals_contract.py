@@ -168,6 +168,41 @@ def test_library_destroy_frees_the_name(ns: str) -> None:
         again._destroy()  # type: ignore[no-untyped-call]
 
 
+@covers("torch._library.simple_registry.singleton", "torch.library.Library._registration_handles")
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_fake_registered_directly_is_the_one_register_fake_registers(
+    ns: str, direct: bool
+) -> None:
+    """opreg's fake registration without ``register_fake``'s caller inspection does what that
+    function does: fake tensors (and meta ones) run the fake, the library keeps the
+    registration, and destroying the library takes the fake away."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def fake(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(x.shape[0] * 2)
+
+    library = _private.Library(ns)
+    library.define("twice(Tensor x) -> Tensor")
+    library.impl("twice", lambda x: torch.cat([x, x]), "CompositeExplicitAutograd")
+    qualname = f"{ns}::twice"
+    try:
+        library.register_fake(qualname, fake, direct=direct)
+        holder = torch._library.simple_registry.singleton.find(qualname).fake_impl
+        assert holder.kernel is not None and holder.kernel.func is not None
+        if direct:  # the source named is the fake's own definition
+            assert holder.kernel.source.endswith(f":{fake.__code__.co_firstlineno}")
+        op = getattr(torch.ops, ns).twice.default
+        with FakeTensorMode() as mode:
+            out = op(mode.from_tensor(torch.ones(3)))
+        assert out.shape == (6,)
+        assert op(torch.ones(3, device="meta")).shape == (6,)
+        handles = library._lib._registration_handles
+        assert handles, "the registration is kept by the library"
+    finally:
+        library.destroy()
+    assert torch._library.simple_registry.singleton.find(qualname).fake_impl.kernel is None
+
+
 @covers(
     "torch._C.DispatchKeySet",
     "torch._C.DispatchKeySet.raw_repr",
@@ -522,6 +557,65 @@ def test_popping_and_pushing_a_dynamic_layer_runs_below_it() -> None:
     torch.testing.assert_close(out, torch.full((2, 3), 2.0))
     outer_level, (before, popped), top_after_pop, after = seen
     assert (before, popped, after) == (2, 1, 2) and top_after_pop == outer_level
+
+
+@covers(
+    "torch._C._functorch.pop_dynamic_layer_stack", "torch._C._functorch.push_dynamic_layer_stack"
+)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_popping_every_vmap_level_at_the_caller_gives_the_state_below_them(
+    ns: str, depth: int
+) -> None:
+    """What the op's call relies on when it folds the vmap levels itself: popping them where
+    the caller stands (no level being processed) leaves the dispatch state that functorch
+    gives an operation it sends below every level (here: an operator's kernel reached through
+    a batching rule that lowers it), and pushing them back restores the caller's."""
+    seen: dict[str, Any] = {}
+
+    def state() -> tuple[int, int]:
+        return (
+            torch._C._dispatch_tls_local_include_set().raw_repr(),
+            torch._C._dispatch_tls_local_exclude_set().raw_repr(),
+        )
+
+    lib = torch.library.Library(ns, "FRAGMENT")
+    lib.define("probe(Tensor x) -> Tensor")
+    op = getattr(torch.ops, ns).probe.default
+
+    def below(x: torch.Tensor) -> torch.Tensor:
+        seen["below"] = state()
+        return x.clone()
+
+    def rule(x: torch.Tensor) -> torch.Tensor:  # every level: lower the call, unbatched
+        level = functorch_c.maybe_current_level()
+        inner, dim = functorch_c._unwrap_batched(x, level)
+        with torch._C._ExcludeDispatchKeyGuard(
+            torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchBatched)
+        ):
+            out = op(inner)
+        return functorch_c._add_batch_dim(out, dim, level)
+
+    def caller(x: torch.Tensor) -> torch.Tensor:
+        before = state()
+        layers = [functorch_c.pop_dynamic_layer_stack() for _ in range(depth)]
+        try:
+            seen["popped"] = state()
+        finally:
+            for layer in reversed(layers):
+                functorch_c.push_dynamic_layer_stack(layer)
+        seen["restored"] = state() == before
+        return op(x)  # type: ignore[no-any-return]
+
+    lib.impl("probe", below, "CompositeExplicitAutograd")
+    lib.impl("probe", rule, "FuncTorchBatched")
+    try:
+        f: Any = caller
+        for _ in range(depth):
+            f = torch.vmap(f)
+        f(torch.zeros(*(2,) * depth, 3))
+    finally:
+        lib._destroy()
+    assert seen["popped"] == seen["below"] and seen["restored"]
 
 
 # -- functorch: grad and jvp ---------------------------------------------------------------------

@@ -6,7 +6,6 @@ then register ops in a fresh interpreter that imports that copy of the packages.
 """
 
 import ast
-import dataclasses
 import inspect
 import os
 import shutil
@@ -109,7 +108,7 @@ def test_no_option_hides_a_field_of_the_spec_or_a_member_of_the_op() -> None:
     """The op and the spec carry each option as an attribute of its name: none may take the
     name of something else they have (``name`` is OpOverload's ``name()``: it is not set)."""
     options = set(VmapOpOptions.__optional_keys__) - {"name"}
-    assert not options & {f.name for f in dataclasses.fields(OpSpec)}
+    assert not options & set(OpSpec.__slots__)
     # The op's attribute of each option is made from the declaration (a property reading
     # ``op.options``): none may shadow what the op is as an ``OpOverload``. ``sharding``: the
     # op shows the rule in force, resolved (``register_sharding_rule`` may replace it);

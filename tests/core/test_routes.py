@@ -13,14 +13,15 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opreg_core import VmapOp, register_vmap_op
+from opreg_core import NotDifferentiableError, VmapOp, register_vmap_op
 from opreg_core._call_path import ROUTES
 
 
 def route_of(op: VmapOp[Any, Any], call: Callable[[], Any]) -> str:
-    """The route ``call()`` (a call of ``op``) takes: the first route function the op's call
-    hands it to, ``dispatcher`` when it goes to the operator's entry point, ``plain`` when it
-    runs the kernel itself; ``entry point`` for an op whose call is the entry point."""
+    """The route ``call()`` (a call of ``op``) takes: the last route function the op's call
+    hands it to (``vmap_fold`` then ``dispatcher`` where the fold did not apply),
+    ``dispatcher`` when it goes to the operator's entry point, ``plain`` when it runs the
+    kernel itself; ``entry point`` for an op whose call is the entry point."""
     path = op._state.call
     if path is op.overload._op:
         return "entry point"
@@ -45,7 +46,7 @@ def route_of(op: VmapOp[Any, Any], call: Callable[[], Any]) -> str:
     finally:
         sys.setprofile(None)
         cell.cell_contents = entry
-    return taken[0] if taken else "plain"
+    return taken[-1] if taken else "plain"
 
 
 class _Mode(TorchDispatchMode):
@@ -84,6 +85,9 @@ def _ops(ns: str) -> dict[str, VmapOp[Any, Any]]:
         "add_cpu": register_vmap_op(
             add_, fake_fn=lambda x, y: None, name=f"{ns}::add_cpu", mutates_args=("x",)
         ),
+        "vmapped": register_vmap_op(
+            scale, fake_fn=fake, name=f"{ns}::vmapped", vmap_fn=scale, fake_vmap_fn=fake
+        ),
         "split": register_vmap_op(
             split, fake_fn=lambda x: [torch.empty_like(x)] * 2, name=f"{ns}::split"
         ),
@@ -95,6 +99,7 @@ def _ops(ns: str) -> dict[str, VmapOp[Any, Any]]:
 
 
 x = torch.ones(3)
+xx = torch.ones(2, 3)
 w = torch.ones(3, requires_grad=True)
 
 #: (what the call is, op, the call, the route the module's table gives it)
@@ -107,7 +112,11 @@ CALLS: list[tuple[str, str, Callable[[Any], Any], str]] = [
     ("a positional argument by name", "scale", lambda op: op(x, k=2.0), "dispatcher"),
     ("a meta tensor", "scale", lambda op: op(x.to("meta"), 2.0), "dispatcher"),
     ("a tensor subclass", "scale", lambda op: op(x.as_subclass(_Sub), 2.0), "dispatcher"),
-    ("under vmap", "scale", lambda op: torch.vmap(lambda t: op(t, 2.0))(x), "dispatcher"),
+    ("under vmap, no vmap_fn", "scale", lambda op: _vmap(op, x), "dispatcher"),
+    ("under vmap, with vmap_fn", "vmapped", lambda op: _vmap(op, x), "vmap_fold"),
+    ("under vmap twice, with vmap_fn", "vmapped", lambda op: _vmap(op, xx, 2), "vmap_fold"),
+    ("under vmap, an input requires grad", "vmapped", lambda op: _vmap(op, w), "dispatcher"),
+    ("under grad, with vmap_fn", "vmapped", lambda op: _grad(op), "dispatcher"),
     ("in a TorchDispatchMode", "scale", lambda op: _in_mode(op), "dispatcher"),
     ("autocast region, op with a rule", "cast", lambda op: _autocast(op), "dispatcher"),
     ("autocast region, op without one", "scale", lambda op: _autocast(op), "plain"),
@@ -120,6 +129,20 @@ CALLS: list[tuple[str, str, Callable[[Any], Any], str]] = [
     ("in-place, device kernel", "add_cpu", lambda op: op(x.clone(), x), "write_below"),
     ("returns a list (not covered)", "split", lambda op: op(x), "entry point"),
 ]
+
+
+def _vmap(op: Any, t: torch.Tensor, depth: int = 1) -> Any:
+    f = lambda t: op(t, 2.0)  # noqa: E731
+    for _ in range(depth):
+        f = torch.vmap(f)
+    return f(t)
+
+
+def _grad(op: Any) -> Any:
+    try:  # the route is taken in the forward; the op has no backward to run
+        return torch.func.grad(lambda t: op(t, 2.0).sum())(x)
+    except NotDifferentiableError:
+        return None
 
 
 def _no_grad(op: Any, t: torch.Tensor) -> Any:

@@ -1,5 +1,6 @@
-"""The vmap short paths (the fold: ``vmap_fn`` called by the vmap rule itself for every level
-at once; the twin: the batched op without its autograd kernel at the last level) give exactly
+"""The vmap short paths (the fold: ``vmap_fn`` called by the op's call, or by its vmap rule,
+itself for every level at once; the twin: the batched op without its autograd kernel at the
+last level) give exactly
 what the dispatcher path gives, and are taken only where nothing needs the dispatcher.
 
 Every case runs twice, with both switched off (``opreg_core._batching.short_path_enabled`` and
@@ -35,7 +36,7 @@ def _path() -> str:
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_name
-        if name == "_fold_and_call":
+        if name in {"_fold_and_call", "vmap_fold"}:  # the fold of n levels; of one
             return FOLD
         if name in {"op_rule", "_only_level", "batched_rule"}:
             rules = frame.f_locals["self"]
@@ -188,7 +189,7 @@ def test_same_results_at_every_depth_and_in_dims(
     y = (_batched((5, 3), depth, y_dim) if y_dim is not None else torch.randn(5, 3)).to(device)
     f = _nest(op, depth, (x_dim, y_dim))
     out, taken = both(short_path, rec, lambda: f(x, y))
-    assert taken == [TWIN if depth == 1 else FOLD]
+    assert taken == [FOLD]  # from the op's call, one level included
     plain = _nest(torch.add, depth, (x_dim, y_dim))(x, y)
     torch.testing.assert_close(out, plain)
 
@@ -343,7 +344,7 @@ def test_one_output_batched_at_another_dim(
     )
     x = torch.randn(*(2,) * depth, 2**depth)  # per sample as long as the whole batch
     out, taken = both(short_path, rec, lambda: _nest(op, depth, (0,))(x))
-    assert taken == [TWIN if depth == 1 else FOLD]
+    assert taken == [FOLD]  # from the op's call, one level included
     torch.testing.assert_close(out, x * 2)
 
 
@@ -367,7 +368,7 @@ def test_randomness(ns: str, rec: Recorder, short_path: Any, randomness: str, de
     x, y = torch.randn(*(2,) * depth, 3), torch.randn(3)
     f = _nest(op, depth, (0, None), randomness=randomness)
     _, taken = both(short_path, rec, lambda: f(x, y))
-    assert taken == [TWIN if depth == 1 else FOLD]
+    assert taken == [FOLD]  # from the op's call, one level included
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
@@ -391,7 +392,7 @@ def test_inputs_that_require_grad_take_the_dispatcher_path(
     x, y = torch.randn(*(2,) * depth, 3, device=device), torch.randn(3, device=device)
     g = grad(lambda a, b: op(a, b).sum(), argnums=1)
     out, taken = both(short_path, rec, lambda: _nest(g, depth, (0, None))(x, y))
-    assert taken == [TWIN if depth == 1 else FOLD]
+    assert taken == [TWIN if depth == 1 else FOLD]  # by the vmap rules (the grad level is on top)
     torch.testing.assert_close(out, torch.full((*(2,) * depth, 3), 1.0, device=device))
     # grad(vmap(op)): a grad level below the vmap levels: the dispatcher decides.
     f = grad(lambda a, b: _nest(op, depth, (0, None))(a, b).sum(), argnums=1)
@@ -426,7 +427,7 @@ def test_no_grad_and_inference_mode(ns: str, rec: Recorder, short_path: Any) -> 
     x, y = torch.randn(2, 3, requires_grad=True), torch.randn(3)
     with torch.no_grad():
         _, taken = both(short_path, rec, lambda: vmap(op, in_dims=(0, None))(x, y))
-    assert taken == [TWIN]  # no graph is recorded: requires_grad does not matter
+    assert taken == [FOLD]  # no graph is recorded: requires_grad does not matter
     with torch.inference_mode():
         xi, yi = torch.randn(2, 2, 3), torch.randn(3)
         _, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(xi, yi))
@@ -628,4 +629,35 @@ def test_without_trustworthy_level_keys_there_is_no_fold(
     x, y = torch.randn(2, 3, 4), torch.randn(4)
     out, taken = both(short_path, rec, lambda: _nest(op, 2, (0, None))(x, y))
     assert taken == [TWIN]  # the last level still skips the autograd kernel
+    torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_without_the_probe_seeing_the_callers_pop_the_call_does_not_fold(
+    ns: str, rec: Recorder, short_path: Any, monkeypatch: pytest.MonkeyPatch, depth: int
+) -> None:
+    """The probe saw popping the levels at the caller's leave another state than functorch's
+    below them: the op's call never folds; its vmap rules still take their short paths."""
+    import opreg_core._private.vmap_short_paths as private
+
+    keys = private.vmap_level_keys()
+    assert keys is not None and keys.popped_is_below  # what this torch does
+    other = private.VmapLevelKeys(keys.included, keys.excluded, popped_is_below=False)
+    monkeypatch.setattr(private, "_LEVEL_KEYS", [other])
+    op = _add_op(ns, rec)
+    x, y = torch.randn(*(2,) * depth, 4), torch.randn(4)
+    out, taken = both(short_path, rec, lambda: _nest(op, depth, (0, None))(x, y))
+    assert taken == [TWIN if depth == 1 else FOLD]  # by the rules, through the dispatcher
+    frames: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        _nest(op, depth, (0, None))(x, y)
+    finally:
+        sys.setprofile(None)
+    assert "vmap_fold" not in frames and "op_rule" in frames
     torch.testing.assert_close(out, x + y)

@@ -60,6 +60,7 @@ def build(spec: OpSpec, reg: Registrar) -> VmapOp[Any, Any]:
             kernels,
             record,
             autocast=spec.autocast_rule is not None,
+            vmap_fold=rules.vmap_fold if rules is not None and rules.caller_fold else None,
         )
         if fast
         else None

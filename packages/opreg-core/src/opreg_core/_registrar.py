@@ -10,6 +10,7 @@ import torch
 from ._naming import BATCHED_SUFFIX, NOGRAD_SUFFIX
 from ._private import Library, OpOverload, operator_exists
 from ._state import Registration
+from ._versions import speed_paths_allowed
 
 
 def check_name_free(qualname: str) -> None:
@@ -31,6 +32,9 @@ class Registrar:
         self.lib = Library(namespace)
         self.namespace = namespace
         self.done: list[Registration] = []
+        #: Fakes are registered without ``register_fake``'s caller inspection (a tested
+        #: torch: ``_versions``), else through it.
+        self.direct_fakes = speed_paths_allowed()
 
     def define(self, opname: str, schema: str) -> OpOverload[..., Any]:
         self.lib.define(f"{opname}{schema}")
@@ -45,5 +49,5 @@ class Registrar:
         self.done.append(Registration(f"{self.namespace}::{opname}", key, what))
 
     def fake(self, opname: str, fake: Callable[..., Any], what: str) -> None:
-        self.lib.register_fake(f"{self.namespace}::{opname}", fake)
+        self.lib.register_fake(f"{self.namespace}::{opname}", fake, direct=self.direct_fakes)
         self.done.append(Registration(f"{self.namespace}::{opname}", "Meta", what))

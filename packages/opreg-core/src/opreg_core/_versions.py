@@ -79,6 +79,7 @@ _PATHS: tuple[tuple[str, str, str | None], ...] = (
     ("vmap no-grad twin", "the batched op with its autograd kernel", "nograd_op_enabled"),
     ("vmap one-level pass", "the general batching rule", None),
     ("backward node call", "autograd's BackwardCFunction.apply", None),
+    ("fake registration", "torch.library.register_fake, which inspects its caller", None),
 )
 
 #: Which environment variable turns off a path that a module flag controls.

@@ -22,23 +22,27 @@ row   the call                                                     route
 2     device kernels, and the op is non-differentiable (and        ``dispatcher`` [a]
       writes nothing), or inference mode is on
 3     compiling; a ``TorchFunctionMode`` or ``TorchDispatchMode``;  ``dispatcher``
-      a ``torch.func`` transform; a dual level; the profiler;
-      ``jit.trace``; an autocast region, for an op with an
-      autocast rule (its cast is a dispatcher kernel)
-4     a list argument given as a tuple (the dispatcher converts)    ``dispatcher``
-5     a mutating op with device kernels                            ``write_below`` [b]
-6     a tensor subclass; meta or nested; for a device type with    ``dispatcher``
+      a dual level; the profiler; ``jit.trace``; an autocast
+      region, for an op with an autocast rule (its cast is a
+      dispatcher kernel)
+4     a ``torch.func`` transform: where every level is a vmap       ``vmap_fold`` [c]
+      level batching some argument, the op's ``vmap_fn`` serves
+      every device and nothing else is in play (below); any
+      other transform or call                                      ``dispatcher``
+5     a list argument given as a tuple (the dispatcher converts)    ``dispatcher``
+6     a mutating op with device kernels                            ``write_below`` [b]
+7     a tensor subclass; meta or nested; for a device type with    ``dispatcher``
       a kernel of its own, a tensor that is not plain dense
       (conjugate, negative, sparse, inference); mixed device
       types; no kernel for the device type; no tensor at all; a
       scalar of another type than declared
-7     a mutating op: autograd would record the write, below a      ``dispatcher``
+8     a mutating op: autograd would record the write, below a      ``dispatcher``
       version bump, or an inference tensor is written
-8     a mutating op otherwise                                      ``write_in_place``
-9     grad mode on and an input requires grad, below an outer      ``dispatcher``
+9     a mutating op otherwise                                      ``write_in_place``
+10    grad mode on and an input requires grad, below an outer      ``dispatcher``
       autograd kernel (which turned autograd off)
-10    grad mode on and an input requires grad                      ``recorded``
-11    anything else                                                ``plain``
+11    grad mode on and an input requires grad                      ``recorded``
+12    anything else                                                ``plain``
 ====  ==========================================================  =====================
 
 What each route runs, and the measurement that justifies it:
@@ -58,6 +62,18 @@ What each route runs, and the measurement that justifies it:
   here cost more, most of all in a backward on autograd's CUDA thread (SwiGLU's training
   step on the H200: 1.20x the hand-written Function with the key reads, 1.10x this way;
   ``benchmarks/probes/probe_swiglu_routes.py``, ``docs/performance.md``).
+- ``vmap_fold``: [c] the fold of every vmap level into one call of ``vmap_fn`` on the
+  folded batch (``BatchingRules.vmap_fold``, called by ``call`` itself; None where it does
+  not apply), which the op's batching kernel does too, but here without the dispatcher's
+  trip into that kernel (functorch's dynamic layer, the boxed call into Python) and the
+  state it forces below the levels: from the caller's level, popping the levels gives that
+  state (the vmap probe checks so once). It applies
+  where the fold does (``_batching``): positional arguments only, plain tensors of which
+  none needs a gradient, one output, default input wrapping, no ``max_vmap_level``, no
+  ``register_kernel`` kernel, no inference mode, nothing written. Otherwise the call goes
+  to the dispatcher. ``bench_core`` (2-core VM, torch 2.13): ``vmap(op)`` at batch 64
+  1.39x ``vmap`` of the plain function through the batching kernel, 1.23x by this route;
+  triple vmap 1.56x -> 1.24x (``docs/performance.md``).
 - [a] The dispatcher reaches a non-differentiable op's kernel in one crossing (its
   ``Autograd`` key falls through; inference tensors have none), which costs about what
   checking each tensor's key set would (H200 host: the plain op 1.17x its launcher through
@@ -107,7 +123,7 @@ from .plain import PLAIN_KEYS, plain_device_type
 __all__ = ["ArgumentPlan", "argument_plan", "call_path"]
 
 #: The routes, as :func:`call_path` names them (``tests/core/test_routes.py`` reads it).
-ROUTES = ("dispatcher", "write_below", "write_in_place", "recorded", "plain")
+ROUTES = ("dispatcher", "vmap_fold", "write_below", "write_in_place", "recorded", "plain")
 
 
 def call_path(
@@ -117,6 +133,7 @@ def call_path(
     record: DirectRecord | None,
     *,
     autocast: bool = False,
+    vmap_fold: Callable[[tuple[Any, ...]], Any] | None = None,
 ) -> Callable[..., Any] | None:
     """The op's call (see the module docstring), or None where the plan does not cover its
     signature (row 0: the op's call is then ``entry``).
@@ -124,7 +141,8 @@ def call_path(
     ``entry``: the dispatcher's C++ entry point of the op. ``kernels``: the kernel the
     dispatcher runs for a plain tensor of each device type (kept up to date by the op).
     ``record``: the op's Functions (None for an op declared non-differentiable, whose kernel
-    runs itself below autograd). ``autocast``: the op has an autocast rule.
+    runs itself below autograd). ``autocast``: the op has an autocast rule. ``vmap_fold``:
+    the fold of the vmap levels from the caller (None where it never applies to the op).
     """
     plan = argument_plan(signature)
     if plan is None:
@@ -150,7 +168,7 @@ def call_path(
     def write_below(
         args: tuple[Any, ...], kwargs: dict[str, Any], values: Any, checked: Positions
     ) -> Any:
-        """Row 5: bump the written tensors, then the dispatch below ``ADInplaceOrView``
+        """Row 6: bump the written tensors, then the dispatch below ``ADInplaceOrView``
         (only each tensor's type and whether autograd would record are read here)."""
         needs_grad = False
         for i, optional in checked:
@@ -171,7 +189,7 @@ def call_path(
     def write_in_place(
         args: tuple[Any, ...], kwargs: dict[str, Any], full: tuple[Any, ...], kernel: Any
     ) -> Any:
-        """Rows 7-8: what the op's ``ADInplaceOrView`` kernel does (``_mutation``): bump,
+        """Rows 8-9: what the op's ``ADInplaceOrView`` kernel does (``_mutation``): bump,
         then run the kernel below that key (its own in-place aten calls bump nothing more)."""
         written = [full[i] for i in mutated]
         for t in written:
@@ -184,7 +202,7 @@ def call_path(
             return kernel(*args, **kwargs)
 
     def recorded(args: tuple[Any, ...], kwargs: dict[str, Any], values: Any, kernel: Any) -> Any:
-        """Rows 9-10: the op's Function around the kernel (positional arguments only; list
+        """Rows 10-11: the op's Function around the kernel (positional arguments only; list
         elements after the declared arguments, so that autograd sees them)."""
         if autograd_excluded():  # below an outer kernel: the dispatcher records nothing
             return entry(*args, **kwargs)
@@ -214,14 +232,18 @@ def call_path(
             compiling()
             or function_modes_active()
             or dispatch_modes_active()
-            or functorch_transforms_active()
             or forward_ad_level() >= 0
             or profiler_enabled()
             or jit_tracing()
             or (autocast and any_autocast_enabled())
         ):
             return entry(*args, **kwargs)
-        # Row 4. ``values``: the arguments, then list elements; ``checked``: the tensors there.
+        # Row 4 (``vmap_fold`` is the op's ``BatchingRules.vmap_fold``: None where it does
+        # not apply).
+        if functorch_transforms_active():
+            out = vmap_fold(args) if vmap_fold is not None and not kwargs else None
+            return entry(*args, **kwargs) if out is None else out
+        # Row 5. ``values``: the arguments, then list elements; ``checked``: the tensors there.
         values: Any = full
         checked = positions
         if lists:
@@ -229,10 +251,10 @@ def call_path(
             if spread_out is None:
                 return entry(*args, **kwargs)
             values, checked = spread_out
-        # Row 5.
+        # Row 6.
         if chosen is None and mutated:
             return write_below(args, kwargs, values, checked)
-        # Row 6: which kernel serves the tensors (``chosen``), and whether one needs grad.
+        # Row 7: which kernel serves the tensors (``chosen``), and whether one needs grad.
         if chosen is None:
             shared = kernels.shared
             on_cpu, on_cuda = kernels.on_cpu, kernels.on_cuda
@@ -277,15 +299,15 @@ def call_path(
             if type(full[i]) is not exact:
                 return entry(*args, **kwargs)
         grad = needs_grad and grad_enabled()
-        # Rows 7-8.
+        # Rows 8-9.
         if mutated:
             if grad or inplace_or_view_excluded():
                 return entry(*args, **kwargs)
             out = write_in_place(args, kwargs, full, chosen.direct)
-        # Rows 9-10.
+        # Rows 10-11.
         elif grad and record is not None:
             out = recorded(args, kwargs, values, chosen.kernel)
-        else:  # Row 11 (a non-differentiable op's kernel runs itself below autograd)
+        else:  # Row 12 (a non-differentiable op's kernel runs itself below autograd)
             kernel = chosen.kernel if grad else chosen.direct
             if lists:
                 args, kwargs = own_lists(args, kwargs)

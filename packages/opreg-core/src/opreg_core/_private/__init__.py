@@ -77,6 +77,7 @@ from .direct_call import (
     inplace_or_view_excluded,
     profiler_enabled,
 )
+from .dispatch_state import pop_layer, push_layer
 from .dispatcher import Library, dispatch_key_for_device, operator_exists, parse_schema
 from .fake import fake_run
 from .forward_ad import (
@@ -162,7 +163,9 @@ __all__ = [
     "overload_schema",
     "parse_schema",
     "peek_interpreter_stack",
+    "pop_layer",
     "profiler_enabled",
+    "push_layer",
     "redispatch_boxed",
     "set_backward",
     "storage_id",

@@ -62,9 +62,12 @@ class VmapLevelKeys:
     representations: a key set's ``-`` keeps backend bits, and the state below must be the
     caller's exactly)."""
 
-    def __init__(self, included: int, excluded: int) -> None:
+    def __init__(self, included: int, excluded: int, popped_is_below: bool = False) -> None:
         self.included = included
         self.excluded = excluded
+        #: Whether popping the levels at the caller's (outside any level's processing) gives
+        #: the dispatch state below them, as measured: the caller's fold needs no guard then.
+        self.popped_is_below = popped_is_below
         #: (include, exclude) at a level -> the state below it, for the last state seen.
         self._last: tuple[int, int, tuple[Any, Any]] | None = None
 
@@ -122,48 +125,90 @@ _PROBE_NAMESPACE = "opreg_level_probe"
 
 
 def _probe_level_keys() -> VmapLevelKeys | None:
+    """Run the probe operator under ``torch.vmap`` from a fresh state and read what it saw:
+    the dispatch state at the level, one level down (through the dispatcher), and where the
+    caller popped the level itself."""
     seen: dict[str, tuple[Any, Any]] = {}
     lib = torch.library.Library(_PROBE_NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
     try:
-        lib.define("probe(Tensor x) -> Tensor")  # type: ignore[no-untyped-call]
-        op = getattr(torch.ops, _PROBE_NAMESPACE).probe.default
-
-        def below(x: torch.Tensor) -> torch.Tensor:
-            seen["below"] = (tls_include(), tls_exclude())
-            return x.clone()
-
-        def rule(x: torch.Tensor) -> torch.Tensor:
-            seen["level"] = (tls_include(), tls_exclude())
-            level = current_vmap_level()
-            inner, dim = unwrap_batched(x, level)
-            assert dim is not None  # the probe batches its only argument
-            return add_batch_dim(call_one_level_down(op, (inner,), {}), dim, level)
-
-        lib.impl("probe", below, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
-        lib.impl("probe", rule, "FuncTorchBatched")  # type: ignore[no-untyped-call]
+        caller = _define_probe(lib, seen)
         # A fresh state: nothing excluded but autocast (as functorch leaves it).
         with ForceDispatchKeyGuard(
             tls_include() | DEFAULT_INCLUDED_KEYS, tls_exclude() & AUTOCAST_KEYS
         ):
-            torch.vmap(op)(torch.zeros(2))
+            torch.vmap(caller)(torch.zeros(2))
     finally:
         lib._destroy()  # type: ignore[no-untyped-call]
+    return _level_keys_seen(seen)
+
+
+def _define_probe(lib: Any, seen: dict[str, tuple[Any, Any]]) -> Callable[..., Any]:
+    """The probe operator in ``lib``: its batching rule records the state at the level and
+    sends the call one level down, where its kernel records the state below. Returns the
+    function to vmap, which records the state with the level popped, then calls it."""
+    lib.define("probe(Tensor x) -> Tensor")
+    op = getattr(torch.ops, _PROBE_NAMESPACE).probe.default
+
+    def below(x: torch.Tensor) -> torch.Tensor:
+        seen["below"] = _state()
+        return x.clone()
+
+    def rule(x: torch.Tensor) -> torch.Tensor:
+        seen["level"] = _state()
+        level = current_vmap_level()
+        inner, dim = unwrap_batched(x, level)
+        assert dim is not None  # the probe batches its only argument
+        return add_batch_dim(call_one_level_down(op, (inner,), {}), dim, level)
+
+    def caller(x: torch.Tensor) -> torch.Tensor:
+        seen["popped"] = call_below_vmap_levels(1, None, _state)
+        return op(x)  # type: ignore[no-any-return]
+
+    lib.impl("probe", below, "CompositeExplicitAutograd")
+    lib.impl("probe", rule, "FuncTorchBatched")
+    return caller
+
+
+def _level_keys_seen(seen: dict[str, tuple[Any, Any]]) -> VmapLevelKeys | None:
+    """The :class:`VmapLevelKeys` of what the probe saw; None where a level removed a key."""
     at_include, at_exclude = (keys.raw_repr() for keys in seen["level"])
     below_include, below_exclude = (keys.raw_repr() for keys in seen["below"])
     if below_include & ~at_include or below_exclude & ~at_exclude:
         return None  # the level removed a key: not the add-only change assumed here
-    return VmapLevelKeys(at_include & ~below_include, at_exclude & ~below_exclude)
+    popped = tuple(keys.raw_repr() for keys in seen["popped"])
+    return VmapLevelKeys(
+        at_include & ~below_include,
+        at_exclude & ~below_exclude,
+        popped == (below_include, below_exclude),
+    )
+
+
+def _state() -> tuple[Any, Any]:
+    """The thread's dispatch state: (included, excluded) key sets."""
+    return tls_include(), tls_exclude()
 
 
 def call_below_vmap_levels(
-    count: int, below: tuple[Any, Any], fn: Callable[..., Any], *args: Any
+    count: int, below: tuple[Any, Any] | None, fn: Callable[..., Any], *args: Any
 ) -> Any:
-    """``fn(*args)`` with the top ``count`` functorch levels (vmap levels, the top one being
-    processed) popped, in the dispatch state ``below`` (from
-    :meth:`VmapLevelKeys.state_below`): what :func:`call_one_level_down` gives an operator
-    after its last level, for a plain Python function, without a trip through the dispatcher."""
+    """``fn(*args)`` with the top ``count`` functorch levels (vmap levels) popped, in the
+    dispatch state functorch gives an operation it sends below them, without a trip through
+    the dispatcher. Inside the top level's batching kernel that state is ``below`` (from
+    :meth:`VmapLevelKeys.state_below`), forced for the call: what
+    :func:`call_one_level_down` gives an operator after its last level. From the caller's
+    level (``below`` None: no level is being processed), popping the levels is all it takes
+    (functorch restores the caller's state, and popping the last level drops its
+    dynamic-layer keys; ``VmapLevelKeys.popped_is_below`` says whether the probe saw so)."""
+    if count == 1 and below is None:  # the commonest: no list to build
+        layer = pop_layer()
+        try:
+            return fn(*args)
+        finally:
+            push_layer(layer)
     saved = [pop_layer() for _ in range(count)]
     try:
+        if below is None:
+            return fn(*args)
         with ForceDispatchKeyGuard(*below):
             return fn(*args)
     finally:
