@@ -9,6 +9,7 @@ their parts through :attr:`extensions` (``VmapOp.extensions``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -78,8 +79,6 @@ class OpState:
 
     def with_call(self, call: Callable[..., Any]) -> OpState:
         """The same registration with another call (a handle whose name was taken over)."""
-        other = object.__new__(OpState)
-        for name in OpState.__slots__:
-            object.__setattr__(other, name, getattr(self, name))
+        other = copy.copy(self)
         other.call = call
         return other
