@@ -109,8 +109,9 @@ def _recorded(baseline: Any, times: dict[str, list[float]], rounds: int, number:
         op(x), op(w)  # the first calls' checks
     for _ in range(rounds):
         for name, op in ops.items():
-            times.setdefault(f"{name} square plain", []).append(_us(lambda: op(x), number))
-            times.setdefault(f"{name} square recorded", []).append(_us(lambda: op(w), number))
+            plain, recorded = (lambda op=op: op(x)), (lambda op=op: op(w))
+            times.setdefault(f"{name} square plain", []).append(_us(plain, number))
+            times.setdefault(f"{name} square recorded", []).append(_us(recorded, number))
 
 
 if __name__ == "__main__":
