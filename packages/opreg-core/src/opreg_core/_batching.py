@@ -576,9 +576,9 @@ class BatchingRules:
     def _wrap_one_level(self, out: Any, level: int, batch: int) -> Any:
         """The batched op's output (batched at ``vmap_out_dims``) wrapped into ``level``."""
         if self.single_tensor and isinstance(out, torch.Tensor):
-            d = self.out_dims[0]
-            if d is not None and -out.dim() <= d < out.dim() and out.shape[d] == batch:
-                return _add_batch_dim(out, d % out.dim(), level)
+            d, dims = self.out_dims[0], out.dim()
+            if d is not None and -dims <= d < dims and out.shape[d] == batch:
+                return _add_batch_dim(out, d % dims, level)
         outs = self._check_outputs(out, batch)
         return self._rewrap(outs, lambda t, d: _add_batch_dim(t, d, level))
 
@@ -635,8 +635,6 @@ class BatchingRules:
             out = direct(*values)
         finally:
             push_layer(layer)
-        if type(out) is torch.Tensor and self.out_dims[0] == 0 and out.dim() and len(out) == batch:
-            return _add_batch_dim(out, 0, 1)  # the common case of _wrap_one_level
         return self._wrap_one_level(out, 1, batch)
 
     def _fold(self, args: tuple[Any, ...], n: int, below: tuple[Any, Any] | None) -> Any:

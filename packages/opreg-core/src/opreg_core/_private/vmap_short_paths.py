@@ -199,12 +199,6 @@ def call_below_vmap_levels(
     level (``below`` None: no level is being processed), popping the levels is all it takes
     (functorch restores the caller's state, and popping the last level drops its
     dynamic-layer keys; ``VmapLevelKeys.popped_is_below`` says whether the probe saw so)."""
-    if count == 1 and below is None:  # the commonest: no list to build
-        layer = pop_layer()
-        try:
-            return fn(*args)
-        finally:
-            push_layer(layer)
     saved = [pop_layer() for _ in range(count)]
     try:
         if below is None:
